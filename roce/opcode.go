@@ -42,37 +42,37 @@ func (t Transport) String() string {
 
 // Operation codes (the low five bits).
 const (
-	OpSendFirst            = 0x00
-	OpSendMiddle           = 0x01
-	OpSendLast             = 0x02
-	OpSendLastImm          = 0x03
-	OpSendOnly             = 0x04
-	OpSendOnlyImm          = 0x05
-	OpWriteFirst           = 0x06
-	OpWriteMiddle          = 0x07
-	OpWriteLast            = 0x08
-	OpWriteLastImm         = 0x09
-	OpWriteOnly            = 0x0a
-	OpWriteOnlyImm         = 0x0b
-	OpReadRequest          = 0x0c
-	OpReadResponseFirst    = 0x0d
-	OpReadResponseMiddle   = 0x0e
-	OpReadResponseLast     = 0x0f
-	OpReadResponseOnly     = 0x10
-	OpAcknowledge          = 0x11
-	OpAtomicAcknowledge    = 0x12
-	OpCompareSwap          = 0x13
-	OpFetchAdd             = 0x14
-	OpResync               = 0x15
-	OpSendLastInvalidate   = 0x16
-	OpSendOnlyInvalidate   = 0x17
-	OpFlush                = 0x1c
-	OpAtomicWrite          = 0x1d
-	opInvalid              = 0xff
-	numOps                 = 32
-	transportShift         = 5
-	opMask          uint8  = 0x1f
-	cnpOpcode       Opcode = 0x81
+	OpSendFirst                 = 0x00
+	OpSendMiddle                = 0x01
+	OpSendLast                  = 0x02
+	OpSendLastImm               = 0x03
+	OpSendOnly                  = 0x04
+	OpSendOnlyImm               = 0x05
+	OpWriteFirst                = 0x06
+	OpWriteMiddle               = 0x07
+	OpWriteLast                 = 0x08
+	OpWriteLastImm              = 0x09
+	OpWriteOnly                 = 0x0a
+	OpWriteOnlyImm              = 0x0b
+	OpReadRequest               = 0x0c
+	OpReadResponseFirst         = 0x0d
+	OpReadResponseMiddle        = 0x0e
+	OpReadResponseLast          = 0x0f
+	OpReadResponseOnly          = 0x10
+	OpAcknowledge               = 0x11
+	OpAtomicAcknowledge         = 0x12
+	OpCompareSwap               = 0x13
+	OpFetchAdd                  = 0x14
+	OpResync                    = 0x15
+	OpSendLastInvalidate        = 0x16
+	OpSendOnlyInvalidate        = 0x17
+	OpFlush                     = 0x1c
+	OpAtomicWrite               = 0x1d
+	opInvalid                   = 0xff
+	numOps                      = 32
+	transportShift              = 5
+	opMask               uint8  = 0x1f
+	cnpOpcode            Opcode = 0x81
 )
 
 // Frequently used full opcodes.

@@ -97,17 +97,17 @@ type Packet struct {
 	Version Version
 	IPv6    bool // RoCEv2 over IPv6 (RoCEv1 always has a GRH, which is IPv6-shaped)
 	// TOS is the IPv4 type of service byte, or the IPv6/GRH traffic class: DSCP in the top 6 bits, ECN in the low 2.
-	TOS       uint8
-	TTL       uint8 // IPv4 TTL, IPv6 hop limit, GRH hop limit
-	IPID      uint16
-	IPFlags   uint8  // IPv4 flags (bit 1 = DF)
-	FlowLabel uint32 // IPv6 / GRH
-	IPTotLen  int    // IPv4 total length, or IPv6 payload length + 40
-	IPHdrLen  int
+	TOS        uint8
+	TTL        uint8 // IPv4 TTL, IPv6 hop limit, GRH hop limit
+	IPID       uint16
+	IPFlags    uint8  // IPv4 flags (bit 1 = DF)
+	FlowLabel  uint32 // IPv6 / GRH
+	IPTotLen   int    // IPv4 total length, or IPv6 payload length + 40
+	IPHdrLen   int
 	IPChecksum uint16
-	NextHdr   uint8 // GRH next header (0x1b for IBA transport)
-	SrcIP     netip.Addr
-	DstIP     netip.Addr
+	NextHdr    uint8 // GRH next header (0x1b for IBA transport)
+	SrcIP      netip.Addr
+	DstIP      netip.Addr
 
 	UDPSrc, UDPDst, UDPLen, UDPChecksum uint16
 
