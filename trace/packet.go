@@ -1,0 +1,199 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// Limits applied to every capture whatever its headers say, so hostile input
+// cannot make a reader allocate without bound.
+const (
+	// MaxCapLen is the largest captured length accepted for one packet
+	// (Wireshark's limit for most link types).
+	MaxCapLen = 256 * 1024
+	// MaxBlockLen is the largest pcapng block accepted.
+	MaxBlockLen = 16 * 1024 * 1024
+)
+
+// Link types (LINKTYPE_* values from the tcpdump registry) this project meets.
+const (
+	LinkTypeNull       uint32 = 0
+	LinkTypeEthernet   uint32 = 1
+	LinkTypeRaw        uint32 = 101
+	LinkTypeLinuxSLL   uint32 = 113
+	LinkTypeERF        uint32 = 197
+	LinkTypeIPv4       uint32 = 228
+	LinkTypeIPv6       uint32 = 229
+	LinkTypeInfiniBand uint32 = 247
+	LinkTypeLinuxSLL2  uint32 = 276
+)
+
+// LinkTypeName names a link type for reports, e.g. "ethernet" or "erf";
+// unknown values print as "linktype-N".
+func LinkTypeName(lt uint32) string {
+	switch lt {
+	case LinkTypeNull:
+		return "null"
+	case LinkTypeEthernet:
+		return "ethernet"
+	case LinkTypeRaw:
+		return "raw-ip"
+	case LinkTypeLinuxSLL:
+		return "linux-sll"
+	case LinkTypeERF:
+		return "erf"
+	case LinkTypeIPv4:
+		return "ipv4"
+	case LinkTypeIPv6:
+		return "ipv6"
+	case LinkTypeInfiniBand:
+		return "infiniband"
+	case LinkTypeLinuxSLL2:
+		return "linux-sll2"
+	}
+	return "linktype-" + strconv.FormatUint(uint64(lt), 10)
+}
+
+// Packet is one captured packet.
+//
+// A Reader reuses the Packet and the memory behind Data: both are valid only
+// until the next call to Next. Copy what must outlive it.
+type Packet struct {
+	Data      []byte // captured bytes, len(Data) == CapLen
+	CapLen    int    // bytes captured
+	OrigLen   int    // bytes on the wire (may be less than CapLen, see Reader docs)
+	Timestamp int64  // nanoseconds since the Unix epoch (0 for pcapng simple packet blocks)
+	LinkType  uint32 // LINKTYPE_* of the packet's interface
+	Interface int    // interface number in the file (0 for pcap), see File.Interfaces
+	Comment   string // pcapng opt_comment values joined by "\n", or ""
+	Index     int    // 0-based index in its file (in the merged trace for a Merger)
+	Offset    int64  // byte offset of the packet's record (or block) in its file
+}
+
+// Reader is a stream of packets. Next returns io.EOF after the last packet.
+// The returned *Packet and its Data are valid until the next call to Next.
+type Reader interface {
+	Next() (*Packet, error)
+}
+
+// FormatError reports malformed capture data: which file, the byte offset of
+// the offending header, record or block, and what was wrong.
+type FormatError struct {
+	File   string
+	Offset int64
+	Msg    string
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("%s: byte offset %d: %s", e.File, e.Offset, e.Msg)
+}
+
+// IOError wraps a failure of the underlying reader (not of the format) with
+// the file name and the offset at which reading failed.
+type IOError struct {
+	File   string
+	Offset int64
+	Err    error
+}
+
+func (e *IOError) Error() string {
+	return fmt.Sprintf("%s: byte offset %d: reading: %v", e.File, e.Offset, e.Err)
+}
+
+func (e *IOError) Unwrap() error { return e.Err }
+
+// errShort is returned by the buffered source when the stream ends before the
+// requested bytes; callers turn it into a FormatError naming what was cut.
+var errShort = errors.New("short read")
+
+// source is a minimal buffered reader that hands out slices of its own buffer
+// (zero-copy) and tracks the file offset. The buffer only grows when a record
+// needs more than it holds, and then only as far as data really arrives, so a
+// lying length field cannot force a large allocation.
+type source struct {
+	r     io.Reader
+	buf   []byte
+	rpos  int   // next unread byte in buf
+	wpos  int   // end of valid data in buf
+	base  int64 // file offset of buf[0]
+	eof   bool
+	err   error // sticky non-EOF read error
+	empty int   // consecutive (0, nil) reads
+}
+
+const initialBuffer = 64 * 1024
+
+func newSource(r io.Reader) *source {
+	return &source{r: r, buf: make([]byte, initialBuffer)}
+}
+
+// offset is the file offset of the next unread byte.
+func (s *source) offset() int64 { return s.base + int64(s.rpos) }
+
+// peek returns the next n bytes without consuming them. It returns errShort
+// (with whatever is available) if the stream ends first, or an I/O error.
+func (s *source) peek(n int) ([]byte, error) {
+	for s.wpos-s.rpos < n {
+		if s.err != nil {
+			return s.buf[s.rpos:s.wpos], s.err
+		}
+		if s.eof {
+			return s.buf[s.rpos:s.wpos], errShort
+		}
+		if s.rpos > 0 && s.rpos+n > len(s.buf) {
+			// Slide unread data to the front before reading more.
+			copy(s.buf, s.buf[s.rpos:s.wpos])
+			s.wpos -= s.rpos
+			s.base += int64(s.rpos)
+			s.rpos = 0
+		}
+		if s.wpos == len(s.buf) {
+			// Full of real data and still short: double, capped at what is needed.
+			size := 2 * len(s.buf)
+			if size > n {
+				size = n
+			}
+			nb := make([]byte, size)
+			copy(nb, s.buf[:s.wpos])
+			s.buf = nb
+		}
+		m, err := s.r.Read(s.buf[s.wpos:])
+		s.wpos += m
+		switch {
+		case err == io.EOF:
+			s.eof = true
+		case err != nil:
+			s.err = err
+		case m == 0:
+			// Guard against readers that return (0, nil) forever, as bufio does.
+			s.empty++
+			if s.empty > 100 {
+				s.err = io.ErrNoProgress
+			}
+		default:
+			s.empty = 0
+		}
+	}
+	return s.buf[s.rpos : s.rpos+n], nil
+}
+
+// skip consumes n bytes that peek has made available.
+func (s *source) skip(n int) { s.rpos += n }
+
+// discard consumes n bytes that may not fit the buffer (unknown pcapng blocks).
+func (s *source) discard(n int) error {
+	for n > 0 {
+		chunk := n
+		if chunk > len(s.buf) {
+			chunk = len(s.buf)
+		}
+		if _, err := s.peek(chunk); err != nil {
+			return err
+		}
+		s.skip(chunk)
+		n -= chunk
+	}
+	return nil
+}
