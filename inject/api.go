@@ -1,0 +1,76 @@
+// Package inject is the event-injecting switch's logic, independent of what drives it: the translation of a
+// scenario's intents plus the traffic generators' runtime metadata into exact match entries (Lumina paper §3.3,
+// Figure 2), ITER tracking per connection, the actions (drop, ECN mark, corrupt, and beyond Lumina: delay,
+// reorder, duplicate, header rewrite; on data, ACK, NAK, CNP and READ-request packets), and mirroring with
+// Lumina's metadata to a weighted-round-robin pool of dumpers.
+//
+// It is pure: Process takes the current time and a frame and says what to do. The simulator's switch and a
+// real-time software switch drive the same code.
+package inject
+
+import (
+	"net/netip"
+
+	"lumina/roce"
+)
+
+// ConnMeta is the runtime metadata a traffic generator reports for one connection before traffic starts.
+type ConnMeta struct {
+	Index    int    // 0-based connection index (the scenario's qpn, normalized)
+	Verb     string // write | send | read (a send_read run reports each connection's own verb)
+	ReqIP    netip.Addr
+	RespIP   netip.Addr
+	ReqQPN   uint32
+	RespQPN  uint32
+	ReqIPSN  roce.PSN // initial PSN of the requester's requests
+	RespIPSN roce.PSN // initial PSN of the responder's requests (unused by RC data flows, reported for completeness)
+	// PacketsPerMsg and NumMsgs let events be expressed per message.
+	PacketsPerMsg int
+	NumMsgs       int
+}
+
+// PacketKind is the kind of packet an intent targets.
+type PacketKind uint8
+
+// Packet kinds.
+const (
+	KindData    PacketKind = iota // WRITE/SEND requests, or READ responses for a read connection
+	KindAck                       // positive ACKs from the data receiver
+	KindNAK                       // NAKs from the data receiver
+	KindCNP                       // CNPs from the data receiver
+	KindReadReq                   // READ requests (read connections)
+)
+
+// ActionKind is what an intent does to its packet.
+type ActionKind uint8
+
+// Actions. Event-type numbers in the mirror metadata (IPv4 TTL of the mirrored copy) follow Lumina for the first
+// three: 1 drop, 2 ecn, 3 corrupt; ours continue: 4 delay, 5 reorder, 6 duplicate, 7 rewrite.
+const (
+	ActNone ActionKind = iota
+	ActDrop
+	ActECN
+	ActCorrupt
+	ActDelay
+	ActReorder
+	ActDuplicate
+	ActRewrite
+)
+
+// Intent is one resolved event of a scenario: which packet of which connection, in which round, and what to do.
+type Intent struct {
+	Conn   int        // 0-based connection index
+	Kind   PacketKind // which packets of the connection
+	PSN    int        // data / read-req: 0-based offset from the connection's initial PSN
+	Nth    int        // ack / nak / cnp: 0-based index among that kind of packet of the connection
+	Iter   int        // 1-based round (ITER); 0 means any round
+	Action ActionKind
+	// Action parameters.
+	DelayNs int64  // ActDelay
+	Behind  int    // ActReorder: release after this many later packets in the same direction
+	Copies  int    // ActDuplicate: extra copies
+	Field   string // ActRewrite: migreq | dscp | ecn | se | pad
+	Value   int    // ActRewrite
+	// Source is the scenario entry the intent came from (for reports), e.g. "traffic.data-pkt-events[2]".
+	Source string
+}
