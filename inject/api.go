@@ -59,12 +59,17 @@ const (
 
 // Intent is one resolved event of a scenario: which packet of which connection, in which round, and what to do.
 type Intent struct {
-	Conn   int        // 0-based connection index
-	Kind   PacketKind // which packets of the connection
-	PSN    int        // data / read-req: 0-based offset from the connection's initial PSN
-	Nth    int        // ack / nak / cnp: 0-based index among that kind of packet of the connection
-	Iter   int        // 1-based round (ITER); 0 means any round
-	Action ActionKind
+	Conn int        // 0-based connection index
+	Kind PacketKind // which packets of the connection
+	PSN  int        // data / read-req: 0-based offset from the connection's initial PSN
+	Nth  int        // ack / nak / cnp: 0-based index among that kind of packet of the connection
+	Iter int        // 1-based round (ITER); 0 means any round
+	// MsgIter makes Iter count rounds within the packet's message instead of the connection (data intents
+	// scoped to a message: the scenario's msg and every-msg): round 1 is the connection round in which the
+	// message's first packet first reached the switch, as the reference P4 program counts. It needs the
+	// connection's PacketsPerMsg.
+	MsgIter bool
+	Action  ActionKind
 	// Action parameters.
 	DelayNs int64  // ActDelay
 	Behind  int    // ActReorder: release after this many later packets in the same direction

@@ -236,6 +236,11 @@ func (s *Switch) classify(p *roce.Packet, v *Verdict) *entry {
 		cs.dataLast = psn
 		v.Iter = cs.dataIter
 		k.kind, k.seq, k.iter = KindData, uint32(psn), uint32(cs.dataIter)
+		if cs.msgStart != nil {
+			if e := s.lookupMsgIter(cs, psn, k); e != nil {
+				return e
+			}
+		}
 		return s.lookup(k)
 	default:
 		return nil
@@ -245,6 +250,31 @@ func (s *Switch) classify(p *roce.Packet, v *Verdict) *entry {
 	*n++
 	k.iter = uint32(cs.dataIter)
 	return s.lookup(k)
+}
+
+// lookupMsgIter records when a message starts and matches message-relative entries: the round counted from the
+// one in which the message's first packet first arrived.
+func (s *Switch) lookupMsgIter(cs *connState, psn roce.PSN, k key) *entry {
+	off := psn.Diff(cs.ipsn)
+	if off < 0 {
+		return nil
+	}
+	m := off / cs.ppm
+	if m >= len(cs.msgStart) {
+		return nil
+	}
+	if off%cs.ppm == 0 && cs.msgStart[m] == 0 {
+		cs.msgStart[m] = int32(cs.dataIter)
+	}
+	if cs.msgStart[m] == 0 {
+		return nil
+	}
+	k.rel = true
+	k.iter = uint32(cs.dataIter - int(cs.msgStart[m]) + 1)
+	if i, ok := s.table[k]; ok {
+		return &s.entries[i]
+	}
+	return nil
 }
 
 // lookup matches the exact round first, then the any-round entry.

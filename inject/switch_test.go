@@ -738,3 +738,66 @@ func TestRealCaptures(t *testing.T) {
 		})
 	}
 }
+
+// TestMessageRelativeIter: an every-message event ("drop the 3rd packet of each message in round 1, and its
+// first retransmission") hits every message although the connection's round has moved on after the first
+// message's losses, because MsgIter counts rounds from the one in which the message started.
+func TestMessageRelativeIter(t *testing.T) {
+	conn := fig2("write")
+	conn.ReqIPSN = 1
+	conn.PacketsPerMsg, conn.NumMsgs = 4, 3
+	var intents []Intent
+	for m := 0; m < 3; m++ {
+		intents = append(intents,
+			Intent{PSN: m*4 + 2, Iter: 1, MsgIter: true, Action: ActDrop, Source: "first"},
+			Intent{PSN: m*4 + 2, Iter: 2, MsgIter: true, Action: ActDrop, Source: "second"})
+	}
+	s := newSwitch(t, Config{Conns: []ConnMeta{conn}, Intents: intents})
+	var v Verdict
+	dropped := map[roce.PSN]int{}
+	sent := 0
+	// One message in flight at a time; go-back-N within it.
+	for m := 0; m < 3; m++ {
+		first, last := roce.PSN(1+4*m), roce.PSN(4+4*m)
+		expected := first
+		for round := 0; expected <= last; round++ {
+			if round > 5 {
+				t.Fatalf("message %d never completes", m)
+			}
+			for psn := expected; psn <= last; psn++ {
+				s.Process(int64(sent), 0, build(t, wr(psn)), &v)
+				sent++
+				if len(v.Forward) == 0 {
+					dropped[psn]++
+					continue
+				}
+				if psn == expected {
+					expected++
+				}
+			}
+		}
+	}
+	for m := 0; m < 3; m++ {
+		if psn := roce.PSN(3 + 4*m); dropped[psn] != 2 {
+			t.Errorf("message %d: PSN %d dropped %d times, want 2 (round 1 and its retransmission)", m, psn, dropped[psn])
+		}
+	}
+	if len(dropped) != 3 {
+		t.Errorf("dropped %v, want only the third packet of each message", dropped)
+	}
+	// Without MsgIter the same events only fire in the first message: the rounds go on from there.
+	for i := range intents {
+		intents[i].MsgIter = false
+	}
+	s = newSwitch(t, Config{Conns: []ConnMeta{conn}, Intents: intents})
+	n := 0
+	for _, psn := range []roce.PSN{1, 2, 3, 4, 3, 4, 3, 4, 5, 6, 7, 8} {
+		s.Process(0, 0, build(t, wr(psn)), &v)
+		if len(v.Forward) == 0 {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("connection-round events dropped %d packets, want 2 (message 1 only)", n)
+	}
+}

@@ -43,9 +43,11 @@ type Entry struct {
 	PSN    roce.PSN   `json:"psn"`  // data and read-req: the absolute 24-bit PSN
 	Nth    int        `json:"nth"`  // ack, nak and cnp: 0-based index among that kind
 	Iter   int        `json:"iter"` // 1-based round; 0 = any round
-	Action ActionKind `json:"action"`
-	Source string     `json:"source"`
-	Hits   uint64     `json:"hits"` // packets the entry matched so far
+	// MsgIter: Iter counts rounds within the packet's message (Intent.MsgIter).
+	MsgIter bool       `json:"msg_iter,omitempty"`
+	Action  ActionKind `json:"action"`
+	Source  string     `json:"source"`
+	Hits    uint64     `json:"hits"` // packets the entry matched so far
 }
 
 // entry is an installed action with its parameters resolved.
@@ -65,6 +67,7 @@ type key struct {
 	seq  uint32
 	iter uint32
 	kind PacketKind
+	rel  bool // iter counts rounds within the packet's message (Intent.MsgIter)
 }
 
 // connKey identifies a connection and direction from a packet's addresses and destination QPN.
@@ -94,7 +97,12 @@ type connState struct {
 	reqLast roce.PSN
 	reqIter int
 	nth     [3]uint32 // ACKs, NAKs and CNPs seen so far, indexed by kind-KindAck
-	cnpDir  uint8     // the direction CNPs of this connection travel (from the data receiver)
+	// msgStart[m] is the data round in which message m's first packet first arrived (0: not yet); kept only
+	// for connections with message-relative intents.
+	msgStart []int32
+	ipsn     roce.PSN
+	ppm      int
+	cnpDir   uint8 // the direction CNPs of this connection travel (from the data receiver)
 }
 
 // New validates the metadata and intents and installs the event table. It is called after the metadata
@@ -219,8 +227,18 @@ func (s *Switch) addIntent(i int, in *Intent) error {
 	if in.Iter < 0 || in.Iter > 1<<24 {
 		return fmt.Errorf("%s: iter %d is out of range; expected 0 (any round) or a round in 1..%d", src, in.Iter, 1<<24)
 	}
-	e := entry{Entry: Entry{Kind: in.Kind, Conn: in.Conn, Iter: in.Iter, Action: in.Action, Source: in.Source}}
-	k := key{conn: uint32(in.Conn), iter: uint32(in.Iter), kind: in.Kind}
+	e := entry{Entry: Entry{Kind: in.Kind, Conn: in.Conn, Iter: in.Iter, MsgIter: in.MsgIter && in.Iter > 0,
+		Action: in.Action, Source: in.Source}}
+	k := key{conn: uint32(in.Conn), iter: uint32(in.Iter), kind: in.Kind, rel: in.MsgIter && in.Iter > 0}
+	if k.rel {
+		if in.Kind != KindData || m.PacketsPerMsg <= 0 || m.NumMsgs <= 0 {
+			return fmt.Errorf("%s: a message-relative iter needs a data intent on a connection with known packets per message and message count", src)
+		}
+		if cs.msgStart == nil {
+			cs.msgStart = make([]int32, m.NumMsgs)
+			cs.ipsn, cs.ppm = m.ReqIPSN, m.PacketsPerMsg
+		}
+	}
 	switch in.Kind {
 	case KindData, KindReadReq:
 		if in.Kind == KindReadReq && !cs.read {
