@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"lumina/analyze"
+	"lumina/analyze/summary"
+	"lumina/report"
+	"lumina/testbed"
+	"lumina/trace"
+)
+
+func newAnalyzeCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		jsonOut bool
+		order   string
+		port    uint16
+		top     int
+		noCheck bool
+	)
+	cmd := &cobra.Command{
+		Use:   "analyze CAPTURE... | RESULTS_DIR",
+		Short: "Analyze pcap/pcapng captures, or re-run the analyzers on a results directory",
+		Long: `analyze decodes any pcap or pcapng capture (Lumina-tagged or not: tcpdump, ibdump, Wireshark, a switch
+mirror) and reports packets, RoCE packets, ICRC verdicts, opcodes, ECN and DSCP distributions, CNPs and
+the CE-to-CNP ratio, NAKs by code, RNR NAKs, per-flow statistics, retransmissions and gaps, with the
+health thresholds of the RoCE troubleshooting guide; then it runs the checkers that need no scenario
+(go-back-N logic, retransmission latencies, CNP scope inference) on the connections it finds.
+Several captures are merged in time order, or in mirror-sequence order when they are Lumina dumps.
+
+Given a results directory of 'lumina run', it re-runs the integrity check, the analyzers and the
+scenario's expectations and rewrites analysis.json.
+
+Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or malformed capture),
+3 invalid test (results directory whose trace fails the integrity check).`,
+		Example: `  lumina analyze capture.pcap
+  lumina analyze --json dumper-0.pcap dumper-1.pcap
+  lumina analyze results/listing2`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && testbed.IsResultsDir(args[0]) {
+				o, err := testbed.Reanalyze(args[0])
+				if err != nil {
+					if errors.Is(err, testbed.ErrInput) {
+						return fail(exitBadArgs, err)
+					}
+					return fail(exitFailed, err)
+				}
+				if jsonOut {
+					if err := writeIndentedJSON(stdout, o.Doc); err != nil {
+						return err
+					}
+				} else {
+					report.Run(stdout, o)
+				}
+				if code := o.ExitCode(); code != exitOK {
+					return fail(code, errors.New(""))
+				}
+				return nil
+			}
+			ord, err := summary.ParseOrder(order)
+			if err != nil {
+				return badInput("--order: %v", err)
+			}
+			opts := summary.Options{Order: ord, Port: port, TopFlows: top}
+			rep, err := summary.Analyze(args, opts)
+			if err != nil {
+				return captureError(err)
+			}
+			doc := &report.CaptureDoc{Report: rep}
+			if !noCheck {
+				an, err := checkCaptures(args, rep)
+				if err != nil {
+					return captureError(err)
+				}
+				doc.Set(an)
+			}
+			if jsonOut {
+				if err := writeIndentedJSON(stdout, doc); err != nil {
+					return err
+				}
+			} else {
+				report.Capture(stdout, doc)
+			}
+			if !doc.ChecksOK() {
+				return fail(exitFailed, errors.New(""))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&order, "order", "auto", "merge order of several captures: auto, time or mirror-seq")
+	cmd.Flags().Uint16Var(&port, "port", 4791, "RoCEv2 UDP destination port")
+	cmd.Flags().IntVar(&top, "top", 20, "flows listed in the summary (negative: all)")
+	cmd.Flags().BoolVar(&noCheck, "no-checks", false, "only the packet summary: skip the go-back-N, latency and CNP checkers")
+	return cmd
+}
+
+// checkCaptures runs the scenario-free analyzers over the captures, merged as the summary merged them.
+func checkCaptures(paths []string, rep *summary.Report) (*analyze.Analysis, error) {
+	var readers []trace.Reader
+	var files []*trace.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for _, p := range paths {
+		f, err := trace.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+		readers = append(readers, f)
+	}
+	var r trace.Reader = files[0]
+	if len(files) > 1 {
+		if rep.Order == "mirror-seq" {
+			r = trace.MergeByMirrorSeq(readers...)
+		} else {
+			r = trace.Merge(readers...)
+		}
+	}
+	return analyze.Analyze(r, analyze.Options{IndexBase: 1})
+}
+
+func captureError(err error) error {
+	var fe *trace.FormatError
+	var ie *trace.IOError
+	if errors.As(err, &fe) || errors.As(err, &ie) {
+		return fail(exitBadArgs, err)
+	}
+	return fail(exitBadArgs, fmt.Errorf("%w", err))
+}
+
+func writeIndentedJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,307 @@
+// Package report renders analysis results for people: the summary `lumina run` and `lumina analyze` print.
+// JSON output is the analysis documents themselves (package testbed and analyze/summary define them).
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"lumina/analyze"
+	"lumina/analyze/summary"
+	"lumina/testbed"
+)
+
+// CaptureDoc is `lumina analyze CAPTURE` output: the packet summary plus the scenario-free checkers.
+type CaptureDoc struct {
+	*summary.Report
+	Checks          []analyze.Check          `json:"checks"`
+	Retransmissions []analyze.Retransmission `json:"retransmissions"`
+	Timeouts        []analyze.MessageRetries `json:"timeouts"`
+	CNPAnalysis     *analyze.CNPResult       `json:"cnp_analysis"`
+	Connections     []analyze.Conn           `json:"connections"`
+	Skipped         []analyze.Skipped        `json:"skipped"`
+}
+
+// Set fills the checker part from an analysis.
+func (d *CaptureDoc) Set(a *analyze.Analysis) {
+	d.Checks, d.Retransmissions, d.Timeouts = a.Checks, a.Retransmissions, a.Timeouts
+	d.CNPAnalysis = &a.CNP
+	d.Connections, d.Skipped = a.Connections, a.Skipped
+}
+
+// ChecksOK reports whether every checker passed.
+func (d *CaptureDoc) ChecksOK() bool {
+	for _, c := range d.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return true
+}
+
+// Capture prints the capture summary followed by the checkers' verdicts.
+func Capture(w io.Writer, d *CaptureDoc) {
+	d.Report.WriteText(w)
+	if d.CNPAnalysis == nil {
+		return
+	}
+	fmt.Fprintln(w)
+	checks(w, d.Checks, 5)
+	if len(d.Skipped) > 0 {
+		fmt.Fprintf(w, "  %d flow(s) not judged (", len(d.Skipped))
+		reasons := map[string]int{}
+		for _, s := range d.Skipped {
+			reasons[s.Reason]++
+		}
+		keys := sortedKeys(reasons)
+		for i, k := range keys {
+			if i > 0 {
+				fmt.Fprint(w, "; ")
+			}
+			fmt.Fprintf(w, "%s: %d", k, reasons[k])
+		}
+		fmt.Fprintln(w, ")")
+	}
+	retransmissions(w, d.Retransmissions, 20)
+}
+
+// Run prints the summary of a test run (or of a re-analysis of its results directory).
+func Run(w io.Writer, o *testbed.Outcome) {
+	sc, doc := o.Scenario, o.Doc
+	fmt.Fprintf(w, "scenario   %s  (testbed %s, seed %d, index-base %d)\n", sc.Path, sc.Testbed, sc.Seed, sc.IndexBase)
+	fmt.Fprintf(w, "hosts      requester %s %s  ->  responder %s %s\n", sc.Requester.NIC.Type,
+		prefixes(sc.Requester.NIC.IPList), sc.Responder.NIC.Type, prefixes(sc.Responder.NIC.IPList))
+	t := sc.Traffic
+	fmt.Fprintf(w, "traffic    %s, %d connection(s) x %d message(s) x %d B, MTU %d (%d packets/message)\n",
+		t.Verb, t.NumConnections, t.NumMsgsPerQP, t.MessageSize, t.MTU, t.PacketsPerMessage())
+	if len(o.Entries) > 0 {
+		fmt.Fprintf(w, "events     %d table entr%s installed (see switch.json for each entry's hits)\n",
+			len(o.Entries), plural(len(o.Entries), "y", "ies"))
+	}
+	fmt.Fprintf(w, "results    %s\n\n", o.Dir)
+
+	ok := 0
+	for _, c := range doc.Integrity.Checks {
+		if c.OK {
+			ok++
+		}
+	}
+	if doc.Integrity.OK {
+		fmt.Fprintf(w, "integrity  ok (%d/%d checks)\n", ok, len(doc.Integrity.Checks))
+	} else {
+		fmt.Fprintf(w, "integrity  INVALID TEST (%d/%d checks pass): nothing was analyzed\n", ok, len(doc.Integrity.Checks))
+		for _, c := range doc.Integrity.Checks {
+			if !c.OK {
+				fmt.Fprintf(w, "  [FAIL] %s: %s\n", c.Name, c.Detail)
+			}
+		}
+	}
+	if doc.Analysis != nil && doc.Integrity.OK {
+		a := doc.Analysis
+		fmt.Fprintf(w, "trace      %d packets (%d RoCE)\n", a.Packets, a.RoCEPackets)
+		checks(w, a.Checks, 5)
+		retransmissions(w, a.Retransmissions, 20)
+		cnp(w, &a.CNP)
+		counters(w, a.Counters)
+		traffic(w, o, a)
+	}
+	if len(doc.Expectations) > 0 {
+		pass := 0
+		for _, e := range doc.Expectations {
+			if e.OK {
+				pass++
+			}
+		}
+		fmt.Fprintf(w, "\nexpect     %d/%d passed\n", pass, len(doc.Expectations))
+		for _, e := range doc.Expectations {
+			mark := "[ok]  "
+			if !e.OK {
+				mark = "[FAIL]"
+			}
+			fmt.Fprintf(w, "  %s %s", mark, e.Expect)
+			if e.Detail != "" {
+				fmt.Fprintf(w, "  (%s)", e.Detail)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintf(w, "\n%s\n", strings.ToUpper(doc.Verdict))
+}
+
+func checks(w io.Writer, cs []analyze.Check, maxViolations int) {
+	if len(cs) == 0 {
+		fmt.Fprintln(w, "checks     none applied")
+		return
+	}
+	type agg struct{ pass, total int }
+	by := map[string]*agg{}
+	for _, c := range cs {
+		a := by[c.Analyzer]
+		if a == nil {
+			a = &agg{}
+			by[c.Analyzer] = a
+		}
+		a.total++
+		if c.OK {
+			a.pass++
+		}
+	}
+	var parts []string
+	for _, k := range sortedKeys(by) {
+		parts = append(parts, fmt.Sprintf("%s %d/%d", k, by[k].pass, by[k].total))
+	}
+	fmt.Fprintf(w, "checks     %s connection(s) pass\n", strings.Join(parts, ", "))
+	shown := 0
+	for _, c := range cs {
+		if c.OK {
+			continue
+		}
+		fmt.Fprintf(w, "  [FAIL] %s qp %d: %d violation(s)\n", c.Analyzer, c.QP, c.ViolationCount)
+		for _, v := range c.Violations {
+			if shown >= maxViolations {
+				break
+			}
+			fmt.Fprintf(w, "         packet %d: %s\n", v.Packet, v.Message)
+			shown++
+		}
+	}
+}
+
+func retransmissions(w io.Writer, rs []analyze.Retransmission, max int) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nretransmissions (%d lost packet%s)\n", len(rs), plural(len(rs), "", "s"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "QP\tPSN\tMSG\tITER\tEVENT\tTRIGGER\tNACK-GEN us\tNACK-REACT us\tTOTAL us\t")
+	for i, r := range rs {
+		if i == max {
+			fmt.Fprintf(tw, "... %d more\t\t\t\t\t\t\t\t\t\n", len(rs)-max)
+			break
+		}
+		trig := "-"
+		if r.Trigger != nil {
+			trig = *r.Trigger
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.QP, r.PSN, r.Msg, r.Iter, r.Event, trig,
+			fnum(r.NACKGenerationUs), fnum(r.NACKReactionUs), fnum(r.LatencyUs))
+	}
+	tw.Flush()
+}
+
+func cnp(w io.Writer, c *analyze.CNPResult) {
+	if c.ECNMarked == 0 && c.CNPs == 0 {
+		return
+	}
+	interval := "-"
+	if c.MinIntervalUs != nil {
+		interval = fmt.Sprintf("%.1f us", *c.MinIntervalUs)
+	}
+	expected := "unknown"
+	if c.Expected != nil {
+		expected = fmt.Sprint(*c.Expected)
+	}
+	fmt.Fprintf(w, "\ncnp        %d CE-marked, %d CNP(s) (%s expected), %d NAK-triggered, scope inferred: %s, min interval %s\n",
+		c.ECNMarked, c.CNPs, expected, c.NAKTriggered, c.ScopeInferred, interval)
+}
+
+func counters(w io.Writer, cs []analyze.CounterCheck) {
+	if len(cs) == 0 {
+		return
+	}
+	ok := 0
+	for _, c := range cs {
+		if c.OK {
+			ok++
+		}
+	}
+	fmt.Fprintf(w, "\ncounters   %d/%d read what the trace implies\n", ok, len(cs))
+	for _, c := range cs {
+		if !c.OK {
+			fmt.Fprintf(w, "  [FAIL] %s %s: reads %s, the trace implies %d", c.Host, c.Name, inum(c.Actual), c.Expected)
+			if c.Note != "" {
+				fmt.Fprintf(w, " (%s)", c.Note)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func traffic(w io.Writer, o *testbed.Outcome, a *analyze.Analysis) {
+	if len(o.Traffic) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ntraffic")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "QP\tMSGS\tMCT avg us\tMCT max us\tGOODPUT Gb/s\tRETX\tSTATUS\t")
+	for i, t := range o.Traffic {
+		if i == 16 && len(o.Traffic) > 20 {
+			fmt.Fprintf(tw, "... %d more\t\t\t\t\t\t\t\n", len(o.Traffic)-16)
+			break
+		}
+		avg, mx := 0.0, 0.0
+		for _, m := range t.MCTUs {
+			avg += m
+			mx = max(mx, m)
+		}
+		if len(t.MCTUs) > 0 {
+			avg /= float64(len(t.MCTUs))
+		}
+		fmt.Fprintf(tw, "%d\t%d/%d\t%.1f\t%.1f\t%.2f\t%d\t%s\t\n", t.QP, t.Completed, t.Posted, avg, mx,
+			t.GoodputGbps, t.Retransmissions, t.Status)
+	}
+	tw.Flush()
+	if nn := a.NoisyNeighbor; nn != nil && nn.Flagged {
+		fmt.Fprintf(w, "  [PROBLEM] noisy neighbor: innocent connections' median MCT %.1f us is %.0fx the baseline %.1f us\n",
+			nn.InnocentMedianMCTUs, nn.Ratio, nn.BaselineUs)
+	}
+	if e := a.ETS; e != nil {
+		verdict := "work-conserving"
+		if !e.WorkConserving {
+			verdict = "NOT work-conserving"
+		}
+		fmt.Fprintf(w, "  ets: qp %d slowed to %.1f Gb/s, qp %d at %.1f Gb/s (guarantee %.1f Gb/s): %s\n",
+			e.SlowedQP, e.SlowedGbps, e.OtherQP, e.OtherGbps, e.GuaranteeGbps, verdict)
+	}
+}
+
+func fnum(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", *p)
+}
+
+func inum(p *int64) string {
+	if p == nil {
+		return "not exposed"
+	}
+	return fmt.Sprint(*p)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func prefixes[T fmt.Stringer](ps []T) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return "(" + strings.Join(s, ", ") + ")"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

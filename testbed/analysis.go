@@ -1,0 +1,328 @@
+package testbed
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"lumina/analyze"
+	"lumina/roce"
+	"lumina/scenario"
+	"lumina/trace"
+)
+
+// Verdicts of a test.
+const (
+	VerdictPass    = "pass"
+	VerdictFail    = "fail"
+	VerdictInvalid = "invalid"
+)
+
+// Document is analysis.json: the integrity verdict, every analyzer's result and the scenario's expectations.
+type Document struct {
+	Scenario  string          `json:"scenario"`
+	Testbed   string          `json:"testbed"`
+	Seed      uint64          `json:"seed"`
+	IndexBase int             `json:"index_base"`
+	Integrity trace.Integrity `json:"integrity"`
+	*analyze.Analysis
+	Expectations []scenario.ExpectResult `json:"expectations"`
+	// Verdict is pass (every check and expectation passed), fail, or invalid (the trace failed the integrity
+	// check and nothing was analyzed).
+	Verdict string `json:"verdict"`
+}
+
+// Outcome is the result of a run or a re-analysis.
+type Outcome struct {
+	Dir      string
+	Doc      *Document
+	Scenario *scenario.Scenario
+	Traffic  []TrafficRecord
+	Counters *CountersFile
+	Entries  []EntryRecord
+}
+
+// EntryRecord is an installed event-table entry as written in switch.json.
+type EntryRecord = json.RawMessage
+
+// ExitCode is the command's exit status for this outcome (spec/scenario-and-cli.md).
+func (o *Outcome) ExitCode() int {
+	switch o.Doc.Verdict {
+	case VerdictPass:
+		return 0
+	case VerdictInvalid:
+		return 3
+	}
+	return 1
+}
+
+// Reanalyze re-runs the integrity check, the analyzers and the expectations on a results directory.
+func Reanalyze(dir string) (*Outcome, error) {
+	sc, err := scenario.Load(filepath.Join(dir, FileScenario))
+	if err != nil {
+		return nil, badInputf("%s is not a results directory: %w", dir, err)
+	}
+	return analyzeDir(dir, sc, nil)
+}
+
+// IsResultsDir tells whether path looks like a results directory.
+func IsResultsDir(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil || !st.IsDir() {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(path, FileScenario))
+	return err == nil
+}
+
+// analyzeDir reconstructs the trace from the dumps (when raw is given, i.e. right after a run), checks its
+// integrity, runs the analyzers and the expectations, and writes analysis.json.
+func analyzeDir(dir string, sc *scenario.Scenario, raw *rawResults) (*Outcome, error) {
+	out := &Outcome{Dir: dir, Scenario: sc}
+	var cf CountersFile
+	if err := readJSON(dir, FileCounters, &cf); err != nil {
+		return nil, badInputf("%s: %w", dir, err)
+	}
+	out.Counters = &cf
+	if err := readJSON(dir, FileTraffic, &out.Traffic); err != nil {
+		return nil, badInputf("%s: %w", dir, err)
+	}
+	var conns []ConnRecord
+	if err := readJSON(dir, FileConnections, &conns); err != nil {
+		return nil, badInputf("%s: %w", dir, err)
+	}
+	var sw struct {
+		Entries []json.RawMessage `json:"entries"`
+	}
+	if err := readJSON(dir, FileSwitch, &sw); err == nil {
+		out.Entries = sw.Entries
+	}
+
+	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase}
+	out.Doc = doc
+	var integ trace.Integrity
+	var err error
+	if raw != nil {
+		integ, err = reconstruct(dir, cf, raw, sc.IndexBase)
+	} else {
+		integ, err = checkTrace(dir, cf)
+	}
+	if err != nil {
+		return nil, err
+	}
+	doc.Integrity = integ
+	if !integ.OK {
+		doc.Verdict = VerdictInvalid
+		doc.Analysis = &analyze.Analysis{}
+		doc.Expectations = evaluate(sc, doc)
+		return out, writeJSON(dir, FileAnalysis, doc)
+	}
+
+	opts := analyzeOptions(sc, conns, &cf, out.Traffic)
+	f, err := trace.Open(filepath.Join(dir, FileTrace))
+	if err != nil {
+		return nil, badInputf("%w", err)
+	}
+	defer f.Close()
+	an, err := analyze.Analyze(f, opts)
+	if err != nil {
+		return nil, fmt.Errorf("analyzing %s: %w", filepath.Join(dir, FileTrace), err)
+	}
+	doc.Analysis = an
+	doc.Expectations = evaluate(sc, doc)
+	doc.Verdict = VerdictPass
+	for _, c := range an.Checks {
+		if !c.OK {
+			doc.Verdict = VerdictFail
+		}
+	}
+	for _, c := range an.Counters {
+		if !c.OK {
+			doc.Verdict = VerdictFail
+		}
+	}
+	for _, e := range doc.Expectations {
+		if !e.OK {
+			doc.Verdict = VerdictFail
+		}
+	}
+	// A scenario with expectations is a test case: its expectations decide, so that a test which expects a
+	// known NIC bug (a counter that lies) passes when the bug shows.
+	if len(sc.Expect) > 0 {
+		doc.Verdict = VerdictPass
+		for _, e := range doc.Expectations {
+			if !e.OK {
+				doc.Verdict = VerdictFail
+			}
+		}
+	}
+	return out, writeJSON(dir, FileAnalysis, doc)
+}
+
+// evaluate runs the scenario's expectations against the document as JSON.
+func evaluate(sc *scenario.Scenario, doc *Document) []scenario.ExpectResult {
+	if len(sc.Expect) == 0 {
+		return []scenario.ExpectResult{}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		panic(err) // the document is plain data
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		panic(err)
+	}
+	res := make([]scenario.ExpectResult, len(sc.Expect))
+	for i, e := range sc.Expect {
+		res[i] = e.Evaluate(tree)
+	}
+	return res
+}
+
+func analyzeOptions(sc *scenario.Scenario, conns []ConnRecord, cf *CountersFile, traffic []TrafficRecord) analyze.Options {
+	opts := analyze.Options{IndexBase: sc.IndexBase, Metadata: analyze.MetaComment}
+	for _, c := range conns {
+		opts.Conns = append(opts.Conns, analyze.Conn{Index: c.QP - sc.IndexBase, Verb: c.Verb, ReqIP: c.RequesterIP,
+			RespIP: c.ResponderIP, ReqQPN: c.RequesterQPN, RespQPN: c.ResponderQPN, ReqIPSN: roce.PSN(c.RequesterIPSN),
+			PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: c.MTU})
+	}
+	opts.Requester = nicInfo(sc, sc.Requester)
+	opts.Responder = nicInfo(sc, sc.Responder)
+	opts.Counters = []analyze.HostCounters{
+		{Host: "requester", Vendor: cf.Requester.Vendor, Start: cf.Requester.Start, Finish: cf.Requester.Finish},
+		{Host: "responder", Vendor: cf.Responder.Vendor, Start: cf.Responder.Start, Finish: cf.Responder.Finish},
+	}
+	for _, t := range traffic {
+		opts.Traffic = append(opts.Traffic, analyze.TrafficIn{Conn: t.QP - sc.IndexBase, MCTUs: t.MCTUs,
+			GoodputGbps: t.GoodputGbps, Class: trafficClass(sc, t.QP-sc.IndexBase)})
+	}
+	opts.LinkGbps = sc.Network.LinkGbps
+	if p, err := loadProfile(sc, "requester", sc.Requester.NIC.Type); err == nil && opts.LinkGbps == 0 {
+		opts.LinkGbps = p.LinkGbps
+		if q, err := loadProfile(sc, "responder", sc.Responder.NIC.Type); err == nil && q.LinkGbps < p.LinkGbps {
+			opts.LinkGbps = q.LinkGbps
+		}
+	}
+	return opts
+}
+
+// trafficClass is the ETS class of connection i on the requester (the data sender of write/send traffic).
+func trafficClass(sc *scenario.Scenario, i int) int {
+	ets := sc.Requester.NIC.ETS
+	if ets == nil || len(sc.Traffic.DSCPList) == 0 {
+		return 0
+	}
+	return ets.DSCPToTC[sc.Traffic.DSCPList[i%len(sc.Traffic.DSCPList)]]
+}
+
+func nicInfo(sc *scenario.Scenario, h scenario.Host) analyze.NICInfo {
+	p, err := loadProfile(sc, "", h.NIC.Type)
+	if err != nil {
+		return analyze.NICInfo{}
+	}
+	var configured float64 = -1
+	if h.RoCEParameters.MinTimeBetweenCNPsUs != nil {
+		configured = *h.RoCEParameters.MinTimeBetweenCNPsUs
+	}
+	np := h.RoCEParameters.DCQCNNPEnable
+	if h.RoCEParameters.DCQCNEnable != nil {
+		np = *h.RoCEParameters.DCQCNEnable
+	}
+	return analyze.NICInfo{Vendor: p.Vendor, Profile: p.Name, CNPScope: p.CNP.Scope,
+		CNPIntervalNs: p.CNPInterval(configured), NAKTriggersCNP: p.CNP.NAKTriggersCNP, NPEnabled: np}
+}
+
+// reconstruct merges the dumps by mirror sequence number into trace.pcapng (nanosecond timestamps, each packet
+// annotated in a comment: event, mirror sequence number, ITER and the connection with the scenario's index base)
+// and runs the integrity check on the way.
+func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.Integrity, error) {
+	paths, _ := filepath.Glob(filepath.Join(dir, DirDump, "*.pcap"))
+	sort.Strings(paths)
+	var readers []trace.Reader
+	for _, p := range paths {
+		f, err := trace.Open(p)
+		if err != nil {
+			return trace.Integrity{}, err
+		}
+		defer f.Close()
+		readers = append(readers, f)
+	}
+	m := trace.MergeByMirrorSeq(readers...)
+	tf, err := os.Create(filepath.Join(dir, FileTrace))
+	if err != nil {
+		return trace.Integrity{}, fmt.Errorf("writing trace: %w", err)
+	}
+	defer tf.Close()
+	bw := bufio.NewWriterSize(tf, 1<<20)
+	w, err := trace.NewPcapngWriter(bw, trace.PcapngWriterOptions{UserAppl: "lumina",
+		Comment:    "Lumina trace: mirrored packets in mirror-sequence order",
+		Interfaces: []trace.InterfaceSpec{{LinkType: trace.LinkTypeEthernet, SnapLen: 65535, Name: "switch-mirror"}}})
+	if err != nil {
+		return trace.Integrity{}, err
+	}
+	ic := trace.NewIntegrityChecker(trace.IntegrityOptions{})
+	var sb strings.Builder
+	for {
+		p, err := m.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return trace.Integrity{}, fmt.Errorf("merging dumps: %w", err)
+		}
+		mir, ok := m.Mirror()
+		if !ok {
+			return trace.Integrity{}, fmt.Errorf("merging dumps: packet without mirror metadata")
+		}
+		ic.Add(p.Index, mir)
+		sb.Reset()
+		fmt.Fprintf(&sb, "event=%s seq=%d", mir.Event, mir.Seq)
+		if conn, iter, ok := raw.annotate(mir.Seq); ok && conn >= 0 {
+			if iter > 0 {
+				fmt.Fprintf(&sb, " iter=%d", iter)
+			}
+			fmt.Fprintf(&sb, " qp=%d", conn+base)
+		}
+		if err := w.WritePacket(0, int64(mir.TimestampNs), p.Data, p.OrigLen, sb.String()); err != nil {
+			return trace.Integrity{}, fmt.Errorf("writing trace: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return trace.Integrity{}, err
+	}
+	if err := bw.Flush(); err != nil {
+		return trace.Integrity{}, fmt.Errorf("writing trace: %w", err)
+	}
+	return ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE), nil
+}
+
+// checkTrace re-runs the integrity check over an existing trace.pcapng.
+func checkTrace(dir string, cf CountersFile) (trace.Integrity, error) {
+	f, err := trace.Open(filepath.Join(dir, FileTrace))
+	if err != nil {
+		return trace.Integrity{}, badInputf("%w", err)
+	}
+	defer f.Close()
+	ic := trace.NewIntegrityChecker(trace.IntegrityOptions{})
+	for {
+		p, err := f.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return trace.Integrity{}, badInputf("%w", err)
+		}
+		mir, ok := trace.DecodeMirror(p.Data)
+		if !ok {
+			return trace.Integrity{}, badInputf("%s: trace packet %d has no mirror metadata", f.Name(), p.Index)
+		}
+		ic.Add(p.Index, mir)
+	}
+	return ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE), nil
+}

@@ -1,0 +1,436 @@
+package testbed
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"lumina/inject"
+	"lumina/netsim"
+	"lumina/rnic"
+	"lumina/scenario"
+	"lumina/trace"
+)
+
+// Options are how a run is carried out; none of them changes the results.
+type Options struct {
+	// OutDir is the results directory; it is created (and emptied of a previous run's files).
+	OutDir string
+	// Progress, if not nil, receives progress lines when a run takes longer than a moment.
+	Progress io.Writer
+}
+
+// Run runs the scenario on its testbed, writes the results directory and analyzes it.
+// Errors wrapping ErrInput are the scenario's fault (exit status 2).
+func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
+	switch sc.Testbed {
+	case "", "sim":
+	default:
+		return nil, badInputf("%s: testbed %q is not available in this version: only the simulated testbed (sim) runs here",
+			sc.Path, sc.Testbed)
+	}
+	if err := prepareDir(opts.OutDir); err != nil {
+		return nil, err
+	}
+	raw, err := runSim(sc, opts)
+	if err != nil {
+		return nil, err
+	}
+	return analyzeDir(opts.OutDir, sc, raw)
+}
+
+func prepareDir(dir string) error {
+	if dir == "" {
+		return badInputf("no results directory given")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, DirDump), 0o755); err != nil {
+		return fmt.Errorf("creating results directory: %w", err)
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, DirDump, "*.pcap"))
+	for _, f := range append(old, filepath.Join(dir, FileTrace), filepath.Join(dir, FileAnalysis)) {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("clearing previous results: %w", err)
+		}
+	}
+	return nil
+}
+
+// loadProfile resolves a scenario NIC type: a profile name, or a file path relative to the scenario.
+func loadProfile(sc *scenario.Scenario, host, typ string) (*rnic.Profile, error) {
+	p := typ
+	if strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") {
+		p = sc.ResolvePath(p)
+	}
+	prof, err := rnic.LoadProfile(p)
+	if err != nil {
+		return nil, badInputf("%s: %s.nic.type: %w", sc.Path, host, err)
+	}
+	return prof, nil
+}
+
+func hostConfig(sc *scenario.Scenario, h scenario.Host, name string, mac byte) (netsim.HostConfig, error) {
+	prof, err := loadProfile(sc, name, h.NIC.Type)
+	if err != nil {
+		return netsim.HostConfig{}, err
+	}
+	hc := netsim.HostConfig{
+		Profile:         prof,
+		MAC:             [6]byte{0x02, 0x00, 0x00, 0x00, 0x00, mac},
+		AdaptiveRetrans: h.RoCEParameters.AdaptiveRetrans,
+		SlowRestart:     h.RoCEParameters.SlowRestart,
+		DCQCNRPEnable:   h.RoCEParameters.DCQCNRPEnable,
+		DCQCNNPEnable:   h.RoCEParameters.DCQCNNPEnable,
+	}
+	if d := h.RoCEParameters.DCQCNEnable; d != nil {
+		hc.DCQCNRPEnable, hc.DCQCNNPEnable = *d, *d
+	}
+	if us := h.RoCEParameters.MinTimeBetweenCNPsUs; us != nil {
+		ns := int64(*us * 1000)
+		hc.MinTimeBetweenCNPsNs = &ns
+	}
+	for _, p := range h.NIC.IPList {
+		hc.IPs = append(hc.IPs, p.Addr())
+	}
+	if h.NIC.ETS != nil {
+		hc.ETS.DSCPToTC = h.NIC.ETS.DSCPToTC
+		for _, c := range h.NIC.ETS.Classes {
+			hc.ETS.Classes = append(hc.ETS.Classes, netsim.TrafficClass{TC: c.TC, Weight: c.Weight, Strict: c.Strict})
+		}
+	}
+	return hc, nil
+}
+
+// netsimConfig converts a scenario into the simulator's configuration.
+func netsimConfig(sc *scenario.Scenario) (netsim.Config, error) {
+	req, err := hostConfig(sc, sc.Requester, "requester", 0x02)
+	if err != nil {
+		return netsim.Config{}, err
+	}
+	resp, err := hostConfig(sc, sc.Responder, "responder", 0x03)
+	if err != nil {
+		return netsim.Config{}, err
+	}
+	t := sc.Traffic
+	cfg := netsim.Config{
+		Seed:            sc.Seed,
+		Requester:       req,
+		Responder:       resp,
+		Link:            netsim.LinkConfig{Gbps: sc.Network.LinkGbps, PropagationNs: sc.Network.PropagationNs},
+		SwitchLatencyNs: sc.Network.SwitchLatencyNs,
+		Traffic: netsim.TrafficConfig{
+			Verb:         t.Verb,
+			NumConns:     t.NumConnections,
+			NumSendConns: t.NumSendQPs,
+			NumReadConns: t.NumReadQPs,
+			MsgsPerConn:  t.NumMsgsPerQP,
+			MsgSize:      t.MessageSize,
+			MTU:          t.MTU,
+			TxDepth:      t.TxDepth,
+			Barrier:      t.BarrierSync,
+			MultiGID:     t.MultiGID,
+			DSCPList:     t.DSCPList,
+			Timeout:      uint8(t.MinRetransmitTimeout),
+			RetryCnt:     uint8(t.MaxRetransmitRetry),
+			RNRRetry:     uint8(t.RNRRetry),
+		},
+		Dumpers:    max(sc.Network.Dumpers, 1),
+		RunLimitNs: sc.Network.RunTimeoutMs * 1_000_000,
+	}
+	return cfg, nil
+}
+
+// recorder wraps the injector to remember each mirrored packet's ITER and connection (by mirror sequence
+// number) for the trace's annotations.
+type recorder struct {
+	sw    *inject.Switch
+	iter  []uint16
+	conn  []int32
+	event []uint8
+}
+
+func (r *recorder) Process(now int64, inPort int, frame []byte, v *inject.Verdict) {
+	r.sw.Process(now, inPort, frame, v)
+	if v.Seq == 0 {
+		return
+	}
+	for uint64(len(r.iter)) < v.Seq {
+		r.iter = append(r.iter, 0)
+		r.conn = append(r.conn, -1)
+		r.event = append(r.event, 0)
+	}
+	r.iter[v.Seq-1] = uint16(min(v.Iter, 0xffff))
+	r.conn[v.Seq-1] = int32(v.Conn)
+	r.event[v.Seq-1] = uint8(v.Event)
+}
+
+func (r *recorder) Flush(now int64) []inject.Held { return r.sw.Flush(now) }
+
+// rawResults is what a testbed run leaves for the analysis besides the files.
+type rawResults struct {
+	annotate func(seq uint64) (conn, iter int, ok bool)
+}
+
+// dumper writes one dumper's mirrored frames as a nanosecond pcap, undoing the RSS port rewrite as Lumina's
+// dumper does before it writes.
+type dumper struct {
+	f    *os.File
+	w    *trace.PcapWriter
+	buf  []byte
+	port uint16
+	err  error
+}
+
+func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
+	cfg, err := netsimConfig(sc)
+	if err != nil {
+		return nil, err
+	}
+	intents, err := Intents(sc)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	weights := sc.Network.DumperWeights
+	if len(weights) == 0 {
+		weights = make([]int, cfg.Dumpers)
+		for i := range weights {
+			weights[i] = 1
+		}
+	}
+	cfg.Dumpers = len(weights)
+	rec := &recorder{}
+	var injectErr error
+	cfg.NewSwitch = func(conns []inject.ConnMeta) (netsim.SwitchLogic, error) {
+		sw, err := inject.New(inject.Config{
+			Conns:         conns,
+			Intents:       intents,
+			TableCapacity: sc.Network.EventTableCapacity,
+			DumperWeights: weights,
+			RewritePort:   uint16(sc.RewriteUDPDstPort),
+			Seed:          sc.Seed,
+			Ports:         2,
+		})
+		if err != nil {
+			injectErr = err
+			return nil, err
+		}
+		rec.sw = sw
+		return rec, nil
+	}
+
+	dumps := make([]*dumper, cfg.Dumpers)
+	snap := sc.Network.SnapLen
+	if snap <= 0 {
+		snap = 65535
+	}
+	for i := range dumps {
+		f, err := os.Create(filepath.Join(opts.OutDir, DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
+		if err != nil {
+			return nil, fmt.Errorf("creating dump file: %w", err)
+		}
+		bw := bufio.NewWriterSize(f, 1<<20)
+		w, err := trace.NewPcapWriter(bw, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		dumps[i] = &dumper{f: f, w: w, port: uint16(sc.RewriteUDPDstPort)}
+		defer f.Close()
+		_ = bw
+	}
+	cfg.Dump = func(d int, ts int64, frame []byte) {
+		dp := dumps[d]
+		if dp.err != nil {
+			return
+		}
+		dp.buf = append(dp.buf[:0], frame...)
+		if dp.port != 0 {
+			trace.UndoRSS(dp.buf, dp.port)
+		}
+		n := min(len(dp.buf), snap)
+		dp.err = dp.w.WritePacket(ts, dp.buf[:n], len(dp.buf))
+	}
+	if opts.Progress != nil {
+		start := time.Now()
+		last := start
+		cfg.ProgressEvery = 200_000
+		cfg.Progress = func(simNs int64, events uint64) {
+			now := time.Now()
+			if now.Sub(start) < time.Second || now.Sub(last) < time.Second {
+				return
+			}
+			last = now
+			fmt.Fprintf(opts.Progress, "lumina: simulating... %s simulated, %.1f M events, %.0fs\n",
+				fmtDuration(simNs), float64(events)/1e6, now.Sub(start).Seconds())
+		}
+	}
+
+	res, err := netsim.Run(cfg)
+	if injectErr != nil {
+		return nil, badInputf("%s: %w", sc.Path, injectErr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("simulation: %w", err)
+	}
+	for i, dp := range dumps {
+		if dp.err == nil {
+			dp.err = dp.w.Close()
+		}
+		if dp.err != nil {
+			return nil, fmt.Errorf("writing dumper %d: %w", i, dp.err)
+		}
+	}
+	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {
+		return nil, err
+	}
+	return &rawResults{annotate: func(seq uint64) (int, int, bool) {
+		if seq == 0 || seq > uint64(len(rec.iter)) {
+			return 0, 0, false
+		}
+		return int(rec.conn[seq-1]), int(rec.iter[seq-1]), true
+	}}, nil
+}
+
+func fmtDuration(ns int64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3f s", float64(ns)/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3f ms", float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%.1f us", float64(ns)/1e3)
+}
+
+// ConnRecord is one connection in connections.json (indices 0-based inside; QP is the scenario's numbering).
+type ConnRecord struct {
+	QP            int        `json:"qp"`
+	Verb          string     `json:"verb"`
+	RequesterIP   netip.Addr `json:"requester_ip"`
+	ResponderIP   netip.Addr `json:"responder_ip"`
+	RequesterQPN  uint32     `json:"requester_qpn"`
+	ResponderQPN  uint32     `json:"responder_qpn"`
+	RequesterIPSN uint32     `json:"requester_ipsn"`
+	ResponderIPSN uint32     `json:"responder_ipsn"`
+	PacketsPerMsg int        `json:"packets_per_msg"`
+	NumMsgs       int        `json:"num_msgs"`
+	MTU           int        `json:"mtu"`
+}
+
+// TrafficRecord is one connection in traffic.json.
+type TrafficRecord struct {
+	QP              int       `json:"qp"`
+	Verb            string    `json:"verb"`
+	Status          string    `json:"status"`
+	Posted          int       `json:"messages_posted"`
+	Completed       int       `json:"messages_completed"`
+	MCTUs           []float64 `json:"mct_us"`
+	GoodputGbps     float64   `json:"goodput_gbps"`
+	DataPackets     uint64    `json:"data_packets"`
+	Retransmissions uint64    `json:"retransmissions"`
+}
+
+// HostCounters is one host in counters.json.
+type HostCounters struct {
+	NIC    string            `json:"nic"`
+	Vendor string            `json:"vendor"`
+	Start  map[string]uint64 `json:"start"`
+	Finish map[string]uint64 `json:"finish"`
+}
+
+// CountersFile is counters.json.
+type CountersFile struct {
+	Requester HostCounters   `json:"requester"`
+	Responder HostCounters   `json:"responder"`
+	Switch    SwitchCounters `json:"switch"`
+}
+
+// SwitchCounters are the switch's per-port counters in counters.json.
+type SwitchCounters struct {
+	Ports    []netsim.SwitchPortCounters `json:"ports"`
+	Mirrored uint64                      `json:"mirrored"`
+	RxRoCE   uint64                      `json:"rx_roce"`
+	Injector *inject.Counters            `json:"injector,omitempty"`
+}
+
+func counterMap(cs []rnic.Counter) map[string]uint64 {
+	m := make(map[string]uint64, len(cs))
+	for _, c := range cs {
+		m[c.Name] = c.Value
+	}
+	return m
+}
+
+func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *recorder) error {
+	f, err := os.Create(filepath.Join(dir, FileScenario))
+	if err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	if err := sc.WriteEffective(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing effective scenario: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	conns := make([]ConnRecord, len(res.Conns))
+	for i, c := range res.Conns {
+		conns[i] = ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: c.ReqIP, ResponderIP: c.RespIP,
+			RequesterQPN: c.ReqQPN, ResponderQPN: c.RespQPN, RequesterIPSN: uint32(c.ReqIPSN),
+			ResponderIPSN: uint32(c.RespIPSN), PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: sc.Traffic.MTU}
+	}
+	if err := writeJSON(dir, FileConnections, conns); err != nil {
+		return err
+	}
+	traffic := make([]TrafficRecord, len(res.PerConn))
+	for i, pc := range res.PerConn {
+		tr := TrafficRecord{QP: i + sc.IndexBase, Verb: pc.Verb, Status: pc.Status, Posted: pc.Posted,
+			Completed: pc.Completed, GoodputGbps: pc.GoodputGbps, DataPackets: pc.DataPackets,
+			Retransmissions: pc.Retransmissions, MCTUs: make([]float64, len(pc.MCTNs))}
+		for j, ns := range pc.MCTNs {
+			tr.MCTUs[j] = float64(ns) / 1e3
+		}
+		traffic[i] = tr
+	}
+	if err := writeJSON(dir, FileTraffic, traffic); err != nil {
+		return err
+	}
+	cf := CountersFile{
+		Requester: HostCounters{NIC: sc.Requester.NIC.Type, Start: counterMap(res.Counters.Requester.Start),
+			Finish: counterMap(res.Counters.Requester.Finish)},
+		Responder: HostCounters{NIC: sc.Responder.NIC.Type, Start: counterMap(res.Counters.Responder.Start),
+			Finish: counterMap(res.Counters.Responder.Finish)},
+		Switch: SwitchCounters{Ports: res.SwitchPorts[:]},
+	}
+	for _, p := range res.SwitchPorts {
+		cf.Switch.Mirrored += p.Mirrored
+		cf.Switch.RxRoCE += p.RxRoCE
+	}
+	if rec.sw != nil {
+		c := rec.sw.Counters()
+		cf.Switch.Injector = &c
+	}
+	cf.Requester.Vendor, cf.Responder.Vendor = vendorOf(sc, sc.Requester), vendorOf(sc, sc.Responder)
+	if err := writeJSON(dir, FileCounters, cf); err != nil {
+		return err
+	}
+	var sw struct {
+		Entries []inject.Entry `json:"entries"`
+	}
+	if rec.sw != nil {
+		sw.Entries = rec.sw.Entries()
+	}
+	return writeJSON(dir, FileSwitch, sw)
+}
+
+func vendorOf(sc *scenario.Scenario, h scenario.Host) string {
+	p, err := loadProfile(sc, "", h.NIC.Type)
+	if err != nil {
+		return ""
+	}
+	return p.Vendor
+}
