@@ -1,0 +1,473 @@
+package rnic
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Profile is one NIC model as data: every measured behavior the simulator reproduces is a parameter here, so a
+// user can describe a card we have never seen by writing a file (rnic/profiles/*.yaml are the shipped ones, each
+// value commented with its source). Fields marked (netsim) are applied by the NIC timing model, not by the QP.
+type Profile struct {
+	Name        string  `yaml:"name"`
+	Vendor      string  `yaml:"vendor"` // nvidia | intel | ideal: selects the counter names
+	Description string  `yaml:"description"`
+	LinkGbps    float64 `yaml:"link-gbps"` // (netsim) port speed
+	// MigReq is the value this NIC puts in BTH.MigReq (NVIDIA 1, E810 0).
+	MigReq bool `yaml:"migreq"`
+	// Transport is go-back-n (every real card) or irn (selective repeat, seed 002).
+	Transport string `yaml:"transport"`
+
+	Ack      AckPolicy      `yaml:"ack"`
+	Timing   Timing         `yaml:"timing"`
+	Timeout  TimeoutModel   `yaml:"timeout"`
+	CNP      CNPModel       `yaml:"cnp"`
+	DCQCN    DCQCNParams    `yaml:"dcqcn"`
+	Counters CounterModel   `yaml:"counters"`
+	Noisy    NoisyNeighbor  `yaml:"noisy-neighbor"`
+	APM      APMSlowPath    `yaml:"apm-slow-path"`
+	ETS      ETSModel       `yaml:"ets"`
+	IRN      IRNParams      `yaml:"irn"`
+	Defaults RoCEParameters `yaml:"defaults"`
+}
+
+// Transports.
+const (
+	TransportGoBackN = "go-back-n"
+	TransportIRN     = "irn"
+)
+
+// ACK policy modes.
+const (
+	AckModeAckReq   = "ack-req"  // ACK every packet that carries AckReq
+	AckModeCoalesce = "coalesce" // ACK every N accepted packets and every message's last packet
+	AckModeMessage  = "message"  // ACK only the last packet of each message
+	AckModeEvery    = "every"    // ACK every accepted packet
+)
+
+// AckPolicy says when the responder acknowledges and when the requester asks it to.
+type AckPolicy struct {
+	Mode string `yaml:"mode"`
+	// Every is N for coalesce mode.
+	Every int `yaml:"every"`
+	// AckReqEvery: the requester sets AckReq on the last packet of every message and on every AckReqEvery-th
+	// packet of a message (0: last packet only).
+	AckReqEvery int `yaml:"ack-req-every"`
+}
+
+// Timing holds the NIC's processing delays in nanoseconds. (netsim) applies all of them: it delays delivering a
+// packet to the QP or holds the QP's output packet; the QP logic itself is instantaneous.
+type Timing struct {
+	RxProcessingNs  int64 `yaml:"rx-processing-ns"` // per packet, before the transport sees it
+	AckGenerationNs int64 `yaml:"ack-generation-ns"`
+	// NAKGenerationNs: first out-of-order arrival -> NAK leaves (Write/Send).
+	NAKGenerationNs int64 `yaml:"nak-generation-ns"`
+	// NAKGenerationTailNs applies instead when the gap is within the last NAKGenerationTailPackets packets of a
+	// message (cx4lx: up to ~13 us); 0 packets disables it.
+	NAKGenerationTailNs      int64 `yaml:"nak-generation-tail-ns"`
+	NAKGenerationTailPackets int   `yaml:"nak-generation-tail-packets"`
+	// ReadNAKGenerationNs: gap in READ responses -> the re-issued READ request leaves the requester.
+	ReadNAKGenerationNs int64 `yaml:"read-nak-generation-ns"`
+	// NAKReactionMinNs..MaxNs: NAK reaches the sender -> first retransmitted packet (uniform in the range).
+	NAKReactionMinNs int64 `yaml:"nak-reaction-min-ns"`
+	NAKReactionMaxNs int64 `yaml:"nak-reaction-max-ns"`
+	// Transmit pipeline depth that retransmissions queue behind (0 = none); packets or bytes, whichever is set.
+	TxPipelinePackets int `yaml:"tx-pipeline-packets"`
+	TxPipelineBytes   int `yaml:"tx-pipeline-bytes"`
+}
+
+// Timeout modes.
+const (
+	TimeoutModeScan = "scan" // non-adaptive: coarse timer, parameters below
+	TimeoutModeSpec = "spec" // exactly 4.096 us * 2^timeout (the ideal NIC)
+)
+
+// TimeoutModel describes the local ACK timeout the card really applies. Factors multiply the IB minimum
+// 4.096 us * 2^timeout; adaptive values were measured at timeout = ReferenceTimeout and scale with 2^(t-ref).
+type TimeoutModel struct {
+	Mode string `yaml:"mode"`
+	// Non-adaptive: the first timeout after progress is uniform in [FirstMinFactor, FirstMaxFactor] x minimum,
+	// later ones LaterFactor x minimum.
+	FirstMinFactor float64 `yaml:"first-min-factor"`
+	FirstMaxFactor float64 `yaml:"first-max-factor"`
+	LaterFactor    float64 `yaml:"later-factor"`
+	// Adaptive retransmission (NVIDIA). Supported says the card has the mode at all.
+	AdaptiveSupported bool  `yaml:"adaptive-supported"`
+	ReferenceTimeout  uint8 `yaml:"reference-timeout"`
+	ReferenceRetryCnt uint8 `yaml:"reference-retry-cnt"`
+	// FirstMessageNs are the successive timeouts of the first message that times out; past the end the last
+	// value doubles up to LaterNs.
+	FirstMessageNs []int64 `yaml:"first-message-ns"`
+	// NextMessageFirstNs[i] is the first timeout of the (i+2)-th message that times out; the last repeats.
+	NextMessageFirstNs []int64 `yaml:"next-message-first-ns"`
+	// LaterNs is every further timeout of the 2nd and later messages.
+	LaterNs int64 `yaml:"later-ns"`
+	// MaxRetries[i] is the retry limit of the (i+1)-th message that times out, measured at ReferenceRetryCnt;
+	// the limit applied is MaxRetries[i] + (retry_cnt - ReferenceRetryCnt). The last entry repeats.
+	MaxRetries []int `yaml:"max-retries"`
+}
+
+// CNP limiter scopes.
+const (
+	ScopePort   = "port"
+	ScopeDestIP = "dest-ip"
+	ScopeQP     = "qp"
+)
+
+// CNPModel is the notification point's CNP generation.
+type CNPModel struct {
+	Scope                string `yaml:"scope"`
+	IntervalNs           int64  `yaml:"interval-ns"`
+	IntervalConfigurable bool   `yaml:"interval-configurable"` // false: min-time-between-cnps is ignored
+	NAKTriggersCNP       bool   `yaml:"nak-triggers-cnp"`
+	DSCP                 uint8  `yaml:"dscp"`
+	UDPSrcPort           uint16 `yaml:"udp-src-port"`
+}
+
+// DCQCNParams are the reaction point's parameters (NVIDIA firmware names in comments).
+type DCQCNParams struct {
+	RateReduceMonitorPeriodNs int64   `yaml:"rate-reduce-monitor-period-ns"` // rate_reduce_monitor_period
+	TimeResetNs               int64   `yaml:"time-reset-ns"`                 // rpg_time_reset
+	ByteReset                 int64   `yaml:"byte-reset"`                    // rpg_byte_reset
+	G                         float64 `yaml:"g"`                             // dce_tcp_g (1019/1024)
+	AlphaPeriodNs             int64   `yaml:"alpha-period-ns"`               // dce_tcp_rtt
+	InitialAlpha              float64 `yaml:"initial-alpha"`                 // initial_alpha_value / 1023
+	AIRateMbps                float64 `yaml:"ai-rate-mbps"`                  // rpg_ai_rate
+	HAIRateMbps               float64 `yaml:"hai-rate-mbps"`                 // rpg_hai_rate
+	MinDecFac                 float64 `yaml:"min-dec-fac"`                   // rpg_min_dec_fac (fraction kept at most cut)
+	MinRateMbps               float64 `yaml:"min-rate-mbps"`                 // rpg_min_rate
+	Threshold                 int     `yaml:"threshold"`                     // rpg_threshold (F): fast-recovery stages
+	RateOnFirstCNPMbps        float64 `yaml:"rate-on-first-cnp-mbps"`        // rate_to_set_on_first_cnp (0 = cut)
+}
+
+// CounterModel lists the vendor's counter bugs, by name (see CounterBug* constants).
+type CounterModel struct {
+	Bugs []string `yaml:"bugs"`
+}
+
+// Counter bugs the profiles can carry.
+const (
+	BugCNPSentStuck        = "cnp-sent-stuck"           // e810: cnpSent never increases
+	BugImpliedNAKStuckZero = "implied-nak-seq-err-zero" // cx4lx: implied_nak_seq_err stays 0
+)
+
+// NoisyNeighbor (netsim) is a shared slow path for READ-gap handling (cx4lx): each event takes ServiceNs; when
+// more than BacklogThreshold events wait, the receive pipeline stalls for StallNs and arriving packets are
+// discarded (rx_discards_phy).
+type NoisyNeighbor struct {
+	Enabled          bool  `yaml:"enabled"`
+	ServiceNs        int64 `yaml:"service-ns"`
+	BacklogThreshold int   `yaml:"backlog-threshold"`
+	StallNs          int64 `yaml:"stall-ns"`
+}
+
+// APMSlowPath (netsim) is the receive slow path for packets with MigReq=0 on a QP's first message (cx5): each
+// packet takes ServiceNs; past QueueLimit waiting packets, arrivals are discarded (rx_discards_phy).
+type APMSlowPath struct {
+	Enabled          bool  `yaml:"enabled"`
+	ServiceNs        int64 `yaml:"service-ns"`
+	QueueLimit       int   `yaml:"queue-limit"`
+	FirstMessageOnly bool  `yaml:"first-message-only"`
+}
+
+// ETSModel (netsim) says whether the egress scheduler lends a queue's unused share to the others.
+type ETSModel struct {
+	WorkConserving bool `yaml:"work-conserving"`
+}
+
+// IRNParams are the selective-repeat transport's parameters (used when Transport is irn).
+type IRNParams struct {
+	BDPPackets      int   `yaml:"bdp-packets"`
+	RTOLowNs        int64 `yaml:"rto-low-ns"`
+	RTOHighNs       int64 `yaml:"rto-high-ns"`
+	RTOLowThreshold int   `yaml:"rto-low-threshold"`
+	ReadAcks        bool  `yaml:"read-acks"`
+}
+
+// RoCEParameters are the per-host switches a scenario's roce-parameters section overrides.
+type RoCEParameters struct {
+	DCQCNRPEnable   bool `yaml:"dcqcn-rp-enable"`
+	DCQCNNPEnable   bool `yaml:"dcqcn-np-enable"`
+	AdaptiveRetrans bool `yaml:"adaptive-retrans"`
+	SlowRestart     bool `yaml:"slow-restart"`
+}
+
+//go:embed profiles/*.yaml
+var profileFS embed.FS
+
+// aliases are the reference implementation's NIC type names (scenario spec: any case).
+var aliases = map[string]string{"cx4": "cx4lx", "cx5": "cx5", "cx6": "cx6dx", "e810": "e810"}
+
+// ProfileNames returns the names of the embedded profiles, sorted.
+func ProfileNames() []string {
+	ents, err := profileFS.ReadDir("profiles")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".yaml"); ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LoadProfile returns an embedded profile by name (case-insensitive; the reference's CX4/CX5/CX6/E810 work too)
+// or, for a name ending in .yaml or .yml, the user's profile file. Unknown keys and invalid values are errors
+// naming the file and line.
+func LoadProfile(nameOrPath string) (*Profile, error) {
+	low := strings.ToLower(nameOrPath)
+	if strings.HasSuffix(low, ".yaml") || strings.HasSuffix(low, ".yml") {
+		data, err := os.ReadFile(nameOrPath)
+		if err != nil {
+			return nil, fmt.Errorf("reading nic profile: %w", err)
+		}
+		return ParseProfile(nameOrPath, data)
+	}
+	name := low
+	if a, ok := aliases[name]; ok {
+		name = a
+	}
+	data, err := profileFS.ReadFile("profiles/" + name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("unknown nic profile %q: want one of %s or a path to a .yaml file",
+			nameOrPath, strings.Join(ProfileNames(), ", "))
+	}
+	return ParseProfile("rnic/profiles/"+name+".yaml", data)
+}
+
+// ProfileError is a problem in a profile file, positioned at the offending key when known.
+type ProfileError struct {
+	File string
+	Line int // 0 when unknown
+	Key  string
+	Msg  string
+}
+
+func (e *ProfileError) Error() string {
+	pos := e.File
+	if e.Line > 0 {
+		pos = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Key != "" {
+		return fmt.Sprintf("%s: %s: %s", pos, e.Key, e.Msg)
+	}
+	return pos + ": " + e.Msg
+}
+
+// ParseProfile decodes and validates a profile; file names the source in errors.
+func ParseProfile(file string, data []byte) (*Profile, error) {
+	var p Profile
+	if err := yaml.UnmarshalWithOptions(data, &p, yaml.Strict()); err != nil {
+		pe := &ProfileError{File: filepath.ToSlash(file), Msg: err.Error()}
+		var ye yaml.Error
+		if errors.As(err, &ye) {
+			pe.Msg = ye.GetMessage()
+			if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+				pe.Line = tk.Position.Line
+			}
+		}
+		return nil, pe
+	}
+	if err := p.validate(); err != nil {
+		err.File = filepath.ToSlash(file)
+		err.Line = keyLine(data, err.Key)
+		return nil, err
+	}
+	return &p, nil
+}
+
+// keyLine finds the line of a dotted key path (e.g. "timing.nak-generation-ns") in the document, 0 if absent.
+func keyLine(data []byte, key string) int {
+	if key == "" {
+		return 0
+	}
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return 0
+	}
+	path, err := yaml.PathString("$." + key)
+	if err != nil {
+		return 0
+	}
+	n, err := path.FilterFile(f)
+	if err != nil || n == nil || n.GetToken() == nil || n.GetToken().Position == nil {
+		return 0
+	}
+	return n.GetToken().Position.Line
+}
+
+func verr(key, format string, a ...any) *ProfileError {
+	return &ProfileError{Key: key, Msg: fmt.Sprintf(format, a...)}
+}
+
+// validate checks ranges and enumerations; it reports the first problem with the key that holds it.
+func (p *Profile) validate() *ProfileError {
+	if p.Name == "" {
+		return verr("name", "missing: want the profile's name")
+	}
+	switch p.Vendor {
+	case "nvidia", "intel", "ideal":
+	default:
+		return verr("vendor", "%q: want nvidia, intel or ideal", p.Vendor)
+	}
+	if !(p.LinkGbps > 0) || p.LinkGbps > 1600 {
+		return verr("link-gbps", "%v: want a speed in (0, 1600]", p.LinkGbps)
+	}
+	switch p.Transport {
+	case TransportGoBackN, TransportIRN:
+	default:
+		return verr("transport", "%q: want go-back-n or irn", p.Transport)
+	}
+	switch p.Ack.Mode {
+	case AckModeAckReq, AckModeMessage, AckModeEvery:
+	case AckModeCoalesce:
+		if p.Ack.Every < 1 {
+			return verr("ack.every", "%d: coalesce mode needs every >= 1", p.Ack.Every)
+		}
+	default:
+		return verr("ack.mode", "%q: want ack-req, coalesce, message or every", p.Ack.Mode)
+	}
+	if p.Ack.AckReqEvery < 0 {
+		return verr("ack.ack-req-every", "%d: want >= 0", p.Ack.AckReqEvery)
+	}
+	t := &p.Timing
+	for _, f := range []struct {
+		k string
+		v int64
+	}{{"rx-processing-ns", t.RxProcessingNs}, {"ack-generation-ns", t.AckGenerationNs},
+		{"nak-generation-ns", t.NAKGenerationNs}, {"nak-generation-tail-ns", t.NAKGenerationTailNs},
+		{"read-nak-generation-ns", t.ReadNAKGenerationNs}, {"nak-reaction-min-ns", t.NAKReactionMinNs},
+		{"nak-reaction-max-ns", t.NAKReactionMaxNs}, {"nak-generation-tail-packets", int64(t.NAKGenerationTailPackets)},
+		{"tx-pipeline-packets", int64(t.TxPipelinePackets)}, {"tx-pipeline-bytes", int64(t.TxPipelineBytes)}} {
+		if f.v < 0 {
+			return verr("timing."+f.k, "%d: want >= 0", f.v)
+		}
+	}
+	if t.NAKReactionMaxNs < t.NAKReactionMinNs {
+		return verr("timing.nak-reaction-max-ns", "%d is below nak-reaction-min-ns %d", t.NAKReactionMaxNs, t.NAKReactionMinNs)
+	}
+	to := &p.Timeout
+	switch to.Mode {
+	case TimeoutModeSpec:
+	case TimeoutModeScan:
+		if !(to.FirstMinFactor >= 1) || to.FirstMaxFactor < to.FirstMinFactor || !(to.LaterFactor >= 1) {
+			return verr("timeout.first-min-factor", "factors %v..%v, later %v: want 1 <= first-min <= first-max and later >= 1",
+				to.FirstMinFactor, to.FirstMaxFactor, to.LaterFactor)
+		}
+	default:
+		return verr("timeout.mode", "%q: want scan or spec", to.Mode)
+	}
+	if to.AdaptiveSupported {
+		if to.ReferenceTimeout < 1 || to.ReferenceTimeout > 31 {
+			return verr("timeout.reference-timeout", "%d: want 1..31", to.ReferenceTimeout)
+		}
+		if len(to.FirstMessageNs) == 0 || len(to.NextMessageFirstNs) == 0 || len(to.MaxRetries) == 0 {
+			return verr("timeout.first-message-ns", "adaptive mode needs first-message-ns, next-message-first-ns and max-retries")
+		}
+		for _, v := range append(append([]int64{to.LaterNs}, to.FirstMessageNs...), to.NextMessageFirstNs...) {
+			if v <= 0 {
+				return verr("timeout.first-message-ns", "%d: adaptive timeouts must be > 0", v)
+			}
+		}
+		for _, v := range to.MaxRetries {
+			if v < 0 || v > 64 {
+				return verr("timeout.max-retries", "%d: want 0..64", v)
+			}
+		}
+	} else if p.Defaults.AdaptiveRetrans {
+		return verr("defaults.adaptive-retrans", "true, but timeout.adaptive-supported is false")
+	}
+	switch p.CNP.Scope {
+	case ScopePort, ScopeDestIP, ScopeQP:
+	default:
+		return verr("cnp.scope", "%q: want port, dest-ip or qp", p.CNP.Scope)
+	}
+	if p.CNP.IntervalNs < 0 {
+		return verr("cnp.interval-ns", "%d: want >= 0", p.CNP.IntervalNs)
+	}
+	if p.CNP.DSCP > 63 {
+		return verr("cnp.dscp", "%d: want 0..63", p.CNP.DSCP)
+	}
+	d := &p.DCQCN
+	switch {
+	case d.RateReduceMonitorPeriodNs <= 0:
+		return verr("dcqcn.rate-reduce-monitor-period-ns", "%d: want > 0", d.RateReduceMonitorPeriodNs)
+	case d.TimeResetNs <= 0:
+		return verr("dcqcn.time-reset-ns", "%d: want > 0", d.TimeResetNs)
+	case d.ByteReset <= 0:
+		return verr("dcqcn.byte-reset", "%d: want > 0", d.ByteReset)
+	case !(d.G > 0 && d.G < 1):
+		return verr("dcqcn.g", "%v: want 0 < g < 1", d.G)
+	case d.AlphaPeriodNs <= 0:
+		return verr("dcqcn.alpha-period-ns", "%d: want > 0", d.AlphaPeriodNs)
+	case !(d.InitialAlpha >= 0 && d.InitialAlpha <= 1):
+		return verr("dcqcn.initial-alpha", "%v: want 0..1", d.InitialAlpha)
+	case !(d.MinDecFac > 0 && d.MinDecFac <= 1):
+		return verr("dcqcn.min-dec-fac", "%v: want 0 < f <= 1", d.MinDecFac)
+	case !(d.MinRateMbps > 0) || d.MinRateMbps > p.LinkGbps*1000:
+		return verr("dcqcn.min-rate-mbps", "%v: want > 0 and below the link speed", d.MinRateMbps)
+	case d.AIRateMbps < 0 || d.HAIRateMbps < 0 || math.IsNaN(d.AIRateMbps) || math.IsNaN(d.HAIRateMbps):
+		return verr("dcqcn.ai-rate-mbps", "%v / %v: want >= 0", d.AIRateMbps, d.HAIRateMbps)
+	case d.Threshold < 1:
+		return verr("dcqcn.threshold", "%d: want >= 1", d.Threshold)
+	case d.RateOnFirstCNPMbps < 0:
+		return verr("dcqcn.rate-on-first-cnp-mbps", "%v: want >= 0", d.RateOnFirstCNPMbps)
+	}
+	for i, b := range p.Counters.Bugs {
+		switch b {
+		case BugCNPSentStuck, BugImpliedNAKStuckZero:
+		default:
+			return verr(fmt.Sprintf("counters.bugs[%d]", i), "%q: want %s or %s", b, BugCNPSentStuck, BugImpliedNAKStuckZero)
+		}
+	}
+	if p.Noisy.Enabled && (p.Noisy.ServiceNs <= 0 || p.Noisy.BacklogThreshold < 1 || p.Noisy.StallNs < 0) {
+		return verr("noisy-neighbor", "enabled with service-ns %d, backlog-threshold %d, stall-ns %d: want > 0, >= 1, >= 0",
+			p.Noisy.ServiceNs, p.Noisy.BacklogThreshold, p.Noisy.StallNs)
+	}
+	if p.APM.Enabled && (p.APM.ServiceNs <= 0 || p.APM.QueueLimit < 1) {
+		return verr("apm-slow-path", "enabled with service-ns %d, queue-limit %d: want > 0 and >= 1",
+			p.APM.ServiceNs, p.APM.QueueLimit)
+	}
+	if p.Transport == TransportIRN {
+		i := &p.IRN
+		if i.BDPPackets < 1 || i.RTOLowNs <= 0 || i.RTOHighNs < i.RTOLowNs || i.RTOLowThreshold < 0 {
+			return verr("irn", "bdp-packets %d, rto-low-ns %d, rto-high-ns %d, rto-low-threshold %d: want >= 1, > 0, >= rto-low, >= 0",
+				i.BDPPackets, i.RTOLowNs, i.RTOHighNs, i.RTOLowThreshold)
+		}
+	}
+	return nil
+}
+
+// LineRateBps is the link speed in bits per second.
+func (p *Profile) LineRateBps() float64 { return p.LinkGbps * 1e9 }
+
+// HasBug reports whether the profile carries the named counter bug.
+func (p *Profile) HasBug(name string) bool {
+	for _, b := range p.Counters.Bugs {
+		if b == name {
+			return true
+		}
+	}
+	return false
+}
+
+// CNPInterval returns the NP limiter interval: the configured min-time-between-cnps (us, negative = unset) when
+// the card lets users configure it, else the profile's fixed value.
+func (p *Profile) CNPInterval(configuredUs float64) int64 {
+	if p.CNP.IntervalConfigurable && configuredUs >= 0 {
+		return int64(configuredUs * 1000)
+	}
+	return p.CNP.IntervalNs
+}
