@@ -135,41 +135,27 @@ func analyzeDir(dir string, sc *scenario.Scenario, raw *rawResults) (*Outcome, e
 		return nil, fmt.Errorf("analyzing %s: %w", filepath.Join(dir, FileTrace), err)
 	}
 	doc.Analysis = an
-	doc.Expectations = evaluate(sc, doc)
-	doc.Verdict = VerdictPass
-	for _, c := range an.Checks {
-		if !c.OK {
-			doc.Verdict = VerdictFail
-		}
-	}
-	for _, c := range an.Counters {
-		if !c.OK {
-			doc.Verdict = VerdictFail
-		}
-	}
-	for _, e := range doc.Expectations {
-		if !e.OK {
-			doc.Verdict = VerdictFail
-		}
-	}
-	// A scenario with expectations is a test case: its expectations decide, so that a test which expects a
-	// known NIC bug (a counter that lies) passes when the bug shows.
-	if len(sc.Expect) > 0 {
-		doc.Verdict = VerdictPass
-		for _, e := range doc.Expectations {
-			if !e.OK {
-				doc.Verdict = VerdictFail
-			}
-		}
-	}
+	tree := docTree(doc)
+	doc.Expectations = evaluateTree(sc, tree)
+	doc.Verdict = verdict(sc, tree, doc)
 	return out, writeJSON(dir, FileAnalysis, doc)
 }
 
 // evaluate runs the scenario's expectations against the document as JSON.
 func evaluate(sc *scenario.Scenario, doc *Document) []scenario.ExpectResult {
-	if len(sc.Expect) == 0 {
-		return []scenario.ExpectResult{}
+	return evaluateTree(sc, docTree(doc))
+}
+
+func evaluateTree(sc *scenario.Scenario, tree any) []scenario.ExpectResult {
+	res := make([]scenario.ExpectResult, len(sc.Expect))
+	for i, e := range sc.Expect {
+		res[i] = e.Evaluate(tree)
 	}
+	return res
+}
+
+// docTree is the document as encoding/json decodes it, the form expectations select from.
+func docTree(doc *Document) any {
 	b, err := json.Marshal(doc)
 	if err != nil {
 		panic(err) // the document is plain data
@@ -178,11 +164,47 @@ func evaluate(sc *scenario.Scenario, doc *Document) []scenario.ExpectResult {
 	if err := json.Unmarshal(b, &tree); err != nil {
 		panic(err)
 	}
-	res := make([]scenario.ExpectResult, len(sc.Expect))
-	for i, e := range sc.Expect {
-		res[i] = e.Evaluate(tree)
+	return tree
+}
+
+// verdict is pass when every expectation holds and every failed check or counter check is one the scenario
+// expects to fail: a test that reproduces a known NIC bug (a counter that lies) asserts that the counter check
+// fails, and passes when it does. A failure counts as expected when an expectation that holds asserts
+// "ok equals false" and stops holding once that entry is flipped to ok.
+func verdict(sc *scenario.Scenario, tree any, doc *Document) string {
+	for _, e := range doc.Expectations {
+		if !e.OK {
+			return VerdictFail
+		}
 	}
-	return res
+	for _, list := range []string{"checks", "counters"} {
+		entries, _ := tree.(map[string]any)[list].([]any)
+		for _, en := range entries {
+			m, _ := en.(map[string]any)
+			if ok, _ := m["ok"].(bool); ok || m == nil {
+				continue
+			}
+			if !expectedFailure(sc, tree, m) {
+				return VerdictFail
+			}
+		}
+	}
+	return VerdictPass
+}
+
+func expectedFailure(sc *scenario.Scenario, tree any, entry map[string]any) bool {
+	entry["ok"] = true
+	defer func() { entry["ok"] = false }()
+	for _, e := range sc.Expect {
+		if e.Kind != scenario.ExpectPath || e.Op != scenario.OpEquals || e.Want != false ||
+			!strings.HasSuffix(e.Path, ".ok") {
+			continue
+		}
+		if !e.Evaluate(tree).OK {
+			return true
+		}
+	}
+	return false
 }
 
 func analyzeOptions(sc *scenario.Scenario, conns []ConnRecord, cf *CountersFile, traffic []TrafficRecord) analyze.Options {
