@@ -39,7 +39,9 @@ func (p *Packet) ComputeICRC() (uint32, bool) {
 }
 
 // icrc computes the invariant CRC of frame d, whose network header starts at l3 (ipHdrLen bytes long), whose BTH
-// starts at bth and whose ICRC ends at end. s is scratch space of at least 64 bytes.
+// starts at bth and whose ICRC ends at end. s is scratch space of at least icrcScratch bytes: the masked headers
+// and the first payload bytes are gathered there so that the CRC runs as one long update (short updates miss
+// the carry-less-multiply fast path and cost as much as a kilobyte of payload).
 func icrc(s, d []byte, v Version, ipv6 bool, l3, ipHdrLen, bth, end int) uint32 {
 	if v == RoCEv2 && !ipv6 {
 		s = append(s, d[l3:l3+ipHdrLen]...)
@@ -52,17 +54,18 @@ func icrc(s, d []byte, v Version, ipv6 bool, l3, ipHdrLen, bth, end int) uint32 
 		s[1], s[2], s[3] = 0xff, 0xff, 0xff
 		s[7] = 0xff
 	}
-	crc := crc32.Update(crcAfterLRH, crc32.IEEETable, s)
-	s = s[:0]
 	if v == RoCEv2 {
 		u := l3 + ipHdrLen
 		s = append(s, d[u:u+UDPLen]...)
-		s[6], s[7] = 0xff, 0xff
+		s[len(s)-2], s[len(s)-1] = 0xff, 0xff
 	}
 	s = append(s, d[bth:bth+BTHLen]...)
 	s[len(s)-BTHLen+4] = 0xff
-	crc = crc32.Update(crc, crc32.IEEETable, s)
-	return crc32.Update(crc, crc32.IEEETable, d[bth+BTHLen:end-ICRCLen])
+	rest := d[bth+BTHLen : end-ICRCLen]
+	n := min(len(rest), cap(s)-len(s))
+	s = append(s, rest[:n]...)
+	crc := crc32.Update(crcAfterLRH, crc32.IEEETable, s)
+	return crc32.Update(crc, crc32.IEEETable, rest[n:])
 }
 
 // CheckICRC verifies the packet's invariant CRC.

@@ -143,8 +143,11 @@ type Packet struct {
 	data    []byte
 	origLen int
 	end     int // offset just past the ICRC, per the network headers
-	scratch [64]byte
+	scratch [icrcScratch]byte
 }
+
+// icrcScratch is the size of the buffer the ICRC gathers headers and the first payload bytes in.
+const icrcScratch = 256
 
 // DSCP returns the differentiated services code point.
 func (p *Packet) DSCP() uint8 { return p.TOS >> 2 }

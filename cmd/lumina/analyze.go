@@ -68,17 +68,9 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 				return badInput("--order: %v", err)
 			}
 			opts := summary.Options{Order: ord, Port: port, TopFlows: top}
-			rep, err := summary.Analyze(args, opts)
+			doc, err := analyzeCaptures(args, opts, !noCheck)
 			if err != nil {
 				return captureError(err)
-			}
-			doc := &report.CaptureDoc{Report: rep}
-			if !noCheck {
-				an, err := checkCaptures(args, rep)
-				if err != nil {
-					return captureError(err)
-				}
-				doc.Set(an)
 			}
 			if jsonOut {
 				if err := writeIndentedJSON(stdout, doc); err != nil {
@@ -101,32 +93,33 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 	return cmd
 }
 
-// checkCaptures runs the scenario-free analyzers over the captures, merged as the summary merged them.
-func checkCaptures(paths []string, rep *summary.Report) (*analyze.Analysis, error) {
-	var readers []trace.Reader
-	var files []*trace.File
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	for _, p := range paths {
-		f, err := trace.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f)
-		readers = append(readers, f)
+// analyzeCaptures reads the captures once: the summary counts every packet as the scenario-free checkers
+// (go-back-N, latencies, CNP inference) consume the same stream.
+func analyzeCaptures(paths []string, opts summary.Options, checks bool) (*report.CaptureDoc, error) {
+	src, err := summary.Open(paths, opts)
+	if err != nil {
+		return nil, err
 	}
-	var r trace.Reader = files[0]
-	if len(files) > 1 {
-		if rep.Order == "mirror-seq" {
-			r = trace.MergeByMirrorSeq(readers...)
-		} else {
-			r = trace.Merge(readers...)
-		}
+	defer src.Close()
+	var an *analyze.Analysis
+	if checks {
+		an, err = analyze.Analyze(src, analyze.Options{IndexBase: 1})
 	}
-	return analyze.Analyze(r, analyze.Options{IndexBase: 1})
+	for err == nil { // drain what the checkers left (and everything with --no-checks)
+		_, err = src.Next()
+	}
+	rep, rerr := src.Report()
+	if rerr != nil {
+		return nil, rerr
+	}
+	if !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	doc := &report.CaptureDoc{Report: rep}
+	if an != nil {
+		doc.Set(an)
+	}
+	return doc, nil
 }
 
 func captureError(err error) error {

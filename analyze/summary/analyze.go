@@ -1,0 +1,232 @@
+package summary
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"lumina/trace"
+)
+
+// Order says how several capture files are merged into one stream.
+type Order int
+
+// Merge orders.
+const (
+	// OrderAuto merges by mirror sequence number when every file is Lumina-tagged (see IsMirrorTagged), else by
+	// timestamp.
+	OrderAuto Order = iota
+	// OrderTime merges by capture timestamp; ties keep the order of the files on the command line.
+	OrderTime
+	// OrderMirror merges by Lumina mirror sequence number (the source MAC); a packet without it is an error.
+	OrderMirror
+)
+
+func (o Order) String() string {
+	switch o {
+	case OrderTime:
+		return "time"
+	case OrderMirror:
+		return "mirror-seq"
+	}
+	return "auto"
+}
+
+// ParseOrder parses "auto", "time" or "mirror-seq" (alias "mirror").
+func ParseOrder(s string) (Order, error) {
+	switch s {
+	case "", "auto":
+		return OrderAuto, nil
+	case "time":
+		return OrderTime, nil
+	case "mirror", "mirror-seq":
+		return OrderMirror, nil
+	}
+	return OrderAuto, fmt.Errorf("merge order %q: want auto, time or mirror-seq", s)
+}
+
+// Options tune Analyze and Stats. The zero value is the default.
+type Options struct {
+	Order Order
+	// Port is the RoCEv2 UDP destination port; 0 means 4791.
+	Port uint16
+	// SkipICRC leaves every ICRC unchecked (counted as not checkable); for decode-only measurements.
+	SkipICRC bool
+	// TopFlows is how many flows WriteText lists; 0 means 20, negative means all.
+	TopFlows int
+}
+
+// mirrorSample is how many leading packets of a file IsMirrorTagged looks at.
+const mirrorSample = 8
+
+// IsMirrorTagged reports whether the capture at path looks like a Lumina dump: its first packets (up to 8, at
+// least 1) are all Ethernet frames carrying IPv4 whose TTL is a Lumina event code (0..7, where hosts send 64 or
+// more) and whose source MACs, read as 48-bit mirror sequence numbers, strictly increase. Real traffic fails the
+// rule on the TTL or on the MACs (a host sends from one MAC).
+func IsMirrorTagged(path string) (bool, error) {
+	f, err := trace.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var prev uint64
+	for i := 0; i < mirrorSample; i++ {
+		p, err := f.Next()
+		if errors.Is(err, io.EOF) {
+			return i > 0, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if p.LinkType != trace.LinkTypeEthernet {
+			return false, nil
+		}
+		m, ok := trace.DecodeMirror(p.Data)
+		if !ok || m.Event > trace.EventRewrite || (i > 0 && m.Seq <= prev) {
+			return false, nil
+		}
+		prev = m.Seq
+	}
+	return true, nil
+}
+
+// Analyze summarizes the captures at paths in one streaming pass. Several files are merged by timestamp, or by
+// mirror sequence number when opts.Order says so or, with OrderAuto, when every file is Lumina-tagged. A file
+// that cannot be opened or is malformed yields the trace package's error naming the file and byte offset; when a
+// file turns out malformed midway, the report of the packets before the error is returned with the error.
+func Analyze(paths []string, opts Options) (*Report, error) {
+	src, err := Open(paths, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	for {
+		if _, err := src.Next(); err != nil {
+			break
+		}
+	}
+	return src.Report()
+}
+
+// Source is the merged packet stream of several captures, counted into the summary as it is read: a
+// trace.Reader that another analysis can consume in the same pass (lumina analyze runs the checkers on it).
+type Source struct {
+	paths   []string
+	order   Order
+	files   []*trace.File
+	closers []io.Closer
+	stats   *Stats
+	perFile []int64
+	src     trace.Reader
+	merger  *trace.Merger
+	readErr error
+}
+
+// Open opens the captures at paths and merges them as Analyze does. Read the packets with Next until it
+// returns an error (io.EOF at the end), then call Report; Close releases the files.
+func Open(paths []string, opts Options) (*Source, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("analyzing: no capture file given")
+	}
+	order := opts.Order
+	if order == OrderAuto {
+		order = OrderMirror
+		for _, p := range paths {
+			tagged, err := IsMirrorTagged(p)
+			if err != nil {
+				return nil, fmt.Errorf("analyzing: %w", err)
+			}
+			if !tagged {
+				order = OrderTime
+				break
+			}
+		}
+	}
+	s := &Source{paths: paths, order: order}
+	for _, p := range paths {
+		osf, err := os.Open(p)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("analyzing: opening capture: %w", err)
+		}
+		ra := newReadAhead(osf)
+		s.closers = append(s.closers, ra)
+		f, err := trace.NewReader(ra, p)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("analyzing: %w", err)
+		}
+		s.files = append(s.files, f)
+	}
+	s.stats = NewStats(opts)
+	s.stats.SetMirrorTagged(order == OrderMirror)
+	s.perFile = make([]int64, len(s.files))
+	s.src = s.files[0]
+	if len(s.files) > 1 {
+		readers := make([]trace.Reader, len(s.files))
+		for i, f := range s.files {
+			readers[i] = f
+		}
+		s.merger = trace.NewMerger(trace.MergeOptions{ByMirrorSeq: order == OrderMirror}, readers...)
+		s.src = s.merger
+	}
+	return s, nil
+}
+
+// Order returns the merge order in use (time or mirror-seq; auto resolved).
+func (s *Source) Order() Order { return s.order }
+
+// Next returns the next packet of the merged stream, after counting it into the summary. The packet is valid
+// until the following call. A read error is kept for Report.
+func (s *Source) Next() (*trace.Packet, error) {
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	p, err := s.src.Next()
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			s.readErr = fmt.Errorf("analyzing: %w", err)
+			return nil, s.readErr
+		}
+		return nil, err
+	}
+	in := 0
+	if s.merger != nil {
+		in, _ = s.merger.Origin()
+	}
+	s.perFile[in]++
+	s.stats.Add(p)
+	return p, nil
+}
+
+// Report returns the summary of the packets read so far, and the read error that stopped the stream, if any.
+func (s *Source) Report() (*Report, error) {
+	r := s.stats.Report()
+	r.Order = s.order.String()
+	if len(s.files) == 1 && s.order == OrderTime {
+		r.Order = "file"
+	}
+	r.Files = make([]FileInfo, len(s.files))
+	for i, f := range s.files {
+		r.Files[i] = FileInfo{Path: f.Name(), Format: f.Format().String(), Packets: s.perFile[i]}
+	}
+	if s.merger != nil {
+		if v, n := s.merger.Violations(); n > 0 {
+			msg := fmt.Sprintf("%d packets out of %s order within their own file (merge kept each file's order)", n, s.order)
+			if len(v) > 0 {
+				msg += fmt.Sprintf("; first: %s packet %d: %s", s.paths[v[0].Input], v[0].Index, v[0].Msg)
+			}
+			r.Warnings = append(r.Warnings, msg)
+		}
+	}
+	return r, s.readErr
+}
+
+// Close closes the captures.
+func (s *Source) Close() {
+	for _, c := range s.closers {
+		c.Close()
+	}
+	s.closers = nil
+}

@@ -1,0 +1,125 @@
+// Command gencap writes a realistic RoCEv2 capture for benchmarks: a mix like research/ecosystem.md §3 (RDMA
+// WRITE Middle with 1024-byte payloads, WRITE First with a RETH every 25 packets, ~10% ACKs, ~1% CNPs, ~2% of data
+// packets CE-marked) over several QPs in both directions, with a few PSN gaps and go-back-N retransmissions.
+// The output is deterministic for a given -n and -seed.
+//
+//	go run lumina/bench/gencap -n 1000000 -o /tmp/big.pcap
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+
+	"lumina/roce"
+	"lumina/trace"
+)
+
+func main() {
+	n := flag.Int("n", 1000000, "number of packets")
+	out := flag.String("o", "", "output pcap file (required)")
+	qps := flag.Int("qps", 8, "number of QPs per direction")
+	seed := flag.Uint64("seed", 1, "seed of the pseudo-random mix")
+	flag.Parse()
+	if *out == "" || *n <= 0 || *qps <= 0 {
+		fmt.Fprintln(os.Stderr, "usage: gencap -n PACKETS -o FILE [-qps N] [-seed S]")
+		os.Exit(2)
+	}
+	if err := generate(*out, *n, *qps, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "gencap:", err)
+		os.Exit(1)
+	}
+}
+
+type qpState struct {
+	qp, peerQP uint32
+	from, to   netip.Addr
+	psn        uint32 // next data PSN
+	inMsg      int    // packets left in the current message
+	acked      uint32
+}
+
+func generate(path string, n, nqp int, seed uint64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("creating capture: %w", err)
+	}
+	defer f.Close()
+	w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	a, b := netip.MustParseAddr("192.168.250.114"), netip.MustParseAddr("192.168.250.117")
+	qs := make([]qpState, 2*nqp)
+	for i := range qs {
+		from, to := a, b
+		if i%2 == 1 {
+			from, to = b, a
+		}
+		qs[i] = qpState{qp: uint32(0xd00 + i), peerQP: uint32(0x200 + i), from: from, to: to,
+			psn: rng.Uint32() & roce.PSNMask}
+	}
+	payload := make([]byte, 1024)
+	for i := range payload {
+		payload[i] = byte(rng.Uint32())
+	}
+	var p roce.Packet
+	buf := make([]byte, 0, 2048)
+	ts := int64(1_767_225_600_000_000_000) // 2026-01-01
+	for i := 0; i < n; i++ {
+		q := &qs[rng.IntN(len(qs))]
+		p = roce.Packet{Version: roce.RoCEv2, TTL: 64, UDPSrc: uint16(49152 + q.qp%1024), TOS: 0x02}
+		p.EthSrc = [6]byte{0x00, 0x50, 0x56, 0xaf, 0x0d, 0xec}
+		p.EthDst = [6]byte{0x00, 0x50, 0x56, 0xaf, 0x39, 0xdc}
+		r := rng.IntN(1000)
+		switch {
+		case r < 100: // ACK from the responder, covering what was sent
+			p.SrcIP, p.DstIP = q.to, q.from
+			p.BTH = roce.BTH{Opcode: roce.RCAcknowledge, PKey: 0xffff, DestQP: q.peerQP,
+				PSN: roce.PSN(q.psn).Add(-1)}
+			p.AETH = roce.AETH{Syndrome: roce.SyndromeACKUnlimited, MSN: q.acked & roce.PSNMask}
+			q.acked++
+		case r < 110: // CNP to the sender's QP
+			p.SrcIP, p.DstIP, p.TOS, p.UDPSrc = q.to, q.from, 0xc2, 0
+			p.BTH = roce.BTH{Opcode: roce.CNP, PKey: 0xffff, DestQP: q.peerQP, BECN: true}
+		default:
+			p.SrcIP, p.DstIP = q.from, q.to
+			if rng.IntN(100) < 2 {
+				p.TOS = 0x03 // CE
+			}
+			switch {
+			case i > 0 && i%200000 == 0: // a drop: this PSN never shows
+				q.psn = (q.psn + 1) & roce.PSNMask
+			case i > 0 && i%250000 == 1: // go-back-N: resend the last three PSNs
+				q.psn = (q.psn - 3) & roce.PSNMask
+			}
+			op := roce.RCWriteMiddle
+			if q.inMsg == 0 {
+				op, q.inMsg = roce.RCWriteFirst, 25
+				p.RETH = roce.RETH{VA: 0x0000710e45036000, RKey: 0x000c0400, DMALen: 25 * 1024}
+			}
+			q.inMsg--
+			p.BTH = roce.BTH{Opcode: op, PKey: 0xffff, DestQP: q.qp, PSN: roce.PSN(q.psn)}
+			p.Payload = payload
+			q.psn = (q.psn + 1) & roce.PSNMask
+		}
+		buf, err = p.AppendTo(buf[:0])
+		if err != nil {
+			return fmt.Errorf("packet %d: %w", i, err)
+		}
+		ts += 400 + int64(rng.IntN(200))
+		if err := w.WritePacket(ts, buf, 0); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing capture: %w", err)
+	}
+	return nil
+}
