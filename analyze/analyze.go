@@ -1,0 +1,344 @@
+package analyze
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"lumina/roce"
+	"lumina/trace"
+)
+
+// Analyze reads the trace once, in order, and runs every analyzer that applies. It holds per-connection state
+// only (never the trace), and its running time is linear in the number of packets.
+func Analyze(r trace.Reader, opts Options) (*Analysis, error) {
+	a := newAnalyzer(opts)
+	for n := 0; ; n++ {
+		p, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading packet %d: %w", n, err)
+		}
+		a.packet(p)
+	}
+	return a.finish(), nil
+}
+
+// AnalyzeFile opens a pcap or pcapng file and analyzes it.
+func AnalyzeFile(path string, opts Options) (*Analysis, error) {
+	f, err := trace.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening trace: %w", err)
+	}
+	defer f.Close()
+	res, err := Analyze(f, opts)
+	if err != nil {
+		return nil, fmt.Errorf("analyzing %s: %w", path, err)
+	}
+	return res, nil
+}
+
+// OK reports whether every check and every counter comparison passed.
+func (a *Analysis) OK() bool {
+	for _, c := range a.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	for _, c := range a.Counters {
+		if !c.OK {
+			return false
+		}
+	}
+	return true
+}
+
+type dir uint8
+
+const (
+	dirReq  dir = iota // requester -> responder
+	dirResp            // responder -> requester
+)
+
+// flowKey identifies the packets addressed to one QP: on RC a QP has exactly one peer, so the destination IP
+// and QP name a direction of a connection.
+type flowKey struct {
+	ip netip.Addr
+	qp uint32
+}
+
+// Host roles, indexes into analyzer.hosts.
+const (
+	roleRequester = 0
+	roleResponder = 1
+	roleUnknown   = -1
+)
+
+var roleNames = [2]string{"requester", "responder"}
+
+// hostCounts is what the trace says each host's NIC did or received, for the counter check.
+type hostCounts struct {
+	cnpSent, cnpRecv, ceRecv, corruptRecv int64
+}
+
+type pktInfo struct {
+	idx       int
+	t         int64
+	ev        trace.EventType
+	delivered bool
+	ce        bool
+}
+
+type analyzer struct {
+	opts    Options
+	res     Analysis
+	pkt     roce.Packet
+	meta    Metadata
+	decided bool
+	conns   []*connState
+	// Requests and responses to the same QP are told apart by opcode: on a QP pair that sends in both
+	// directions, one destination QP receives both the peer's requests and the ACKs of its own.
+	reqs     map[flowKey]*connState
+	resps    map[flowKey]*connState
+	unpaired []*connState // learning mode: connections whose reverse direction is not known yet
+	skipped  map[flowKey]bool
+	roles    map[netip.Addr]int
+	hosts    [2]hostCounts
+	retx     []lostRec
+	cnp      cnpState
+	maxViol  int
+	lastIdx  int
+	checks   []*Check
+	// cnpDueLast is the configured limiter's state while replaying it over the triggers.
+	cnpDueLast map[scopeKey]int64
+}
+
+func newAnalyzer(opts Options) *analyzer {
+	a := &analyzer{opts: opts, reqs: make(map[flowKey]*connState),
+		resps: make(map[flowKey]*connState), skipped: make(map[flowKey]bool),
+		roles: make(map[netip.Addr]int), meta: opts.Metadata, maxViol: opts.MaxViolations}
+	if a.maxViol <= 0 {
+		a.maxViol = 100
+	}
+	a.decided = a.meta != MetaAuto
+	a.cnp.init()
+	for i, c := range opts.Conns {
+		c.Index = i
+		cs := newConnState(a, c, false)
+		a.conns = append(a.conns, cs)
+		a.reqs[flowKey{c.RespIP, c.RespQPN}] = cs
+		a.resps[flowKey{c.ReqIP, c.ReqQPN}] = cs
+		cs.respKnown = true
+		a.roles[c.ReqIP] = roleRequester
+		a.roles[c.RespIP] = roleResponder
+	}
+	return a
+}
+
+func (a *analyzer) role(ip netip.Addr) int {
+	if r, ok := a.roles[ip]; ok {
+		return r
+	}
+	return roleUnknown
+}
+
+// metadata returns the packet's event and time according to the metadata mode.
+func (a *analyzer) metadata(p *trace.Packet) (trace.EventType, int64) {
+	if !a.decided {
+		a.decided = true
+		switch {
+		case strings.Contains(p.Comment, "event="):
+			a.meta = MetaComment
+		case !a.pkt.IPv6 && a.pkt.Version == roce.RoCEv2 && a.pkt.TTL < 8:
+			a.meta = MetaMirror
+		default:
+			a.meta = MetaNone
+		}
+	}
+	switch a.meta {
+	case MetaMirror:
+		if m, ok := trace.DecodeMirror(p.Data); ok {
+			return m.Event, int64(m.TimestampNs)
+		}
+	case MetaComment:
+		return commentEvent(p.Comment), p.Timestamp
+	}
+	return trace.EventNone, p.Timestamp
+}
+
+// commentEvent finds "event=NAME" in a pcapng comment of space-, comma- or semicolon-separated key=value pairs.
+func commentEvent(c string) trace.EventType {
+	i := strings.Index(c, "event=")
+	if i < 0 {
+		return trace.EventNone
+	}
+	v := c[i+len("event="):]
+	if j := strings.IndexAny(v, " ,;\n\t"); j >= 0 {
+		v = v[:j]
+	}
+	if ev, ok := trace.ParseEventType(v); ok {
+		return ev
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 && n < 256 {
+		return trace.EventType(n)
+	}
+	return trace.EventNone
+}
+
+func (a *analyzer) packet(tp *trace.Packet) {
+	a.res.Packets++
+	a.lastIdx = tp.Index
+	if tp.LinkType != trace.LinkTypeEthernet {
+		return
+	}
+	p := &a.pkt
+	if !p.Decode(tp.Data, tp.OrigLen) || p.Reason == roce.ReasonShortBTH {
+		return
+	}
+	a.res.RoCEPackets++
+	ev, t := a.metadata(tp)
+	pi := pktInfo{idx: tp.Index, t: t, ev: ev, delivered: ev != trace.EventDrop && ev != trace.EventCorrupt,
+		ce: p.ECN() == 3 || ev == trace.EventECN}
+	op := p.BTH.Opcode
+	if rr := a.role(p.DstIP); rr != roleUnknown {
+		if ev == trace.EventCorrupt {
+			a.hosts[rr].corruptRecv++
+		}
+		if pi.delivered && pi.ce && op.CarriesPayload() {
+			a.hosts[rr].ceRecv++
+		}
+	}
+	if op == roce.CNP {
+		a.onCNP(p, pi)
+		return
+	}
+	if tr := op.Transport(); tr != roce.RC {
+		a.skip(flowKey{p.DstIP, p.BTH.DestQP}, p, tr.String()+" transport: no reliable-connection retransmission to check")
+		return
+	}
+	cs, d := a.lookup(p)
+	if cs == nil {
+		return
+	}
+	switch {
+	case d == dirReq && op.IsReadRequest():
+		cs.onReadRequest(p, pi)
+	case d == dirReq && (op.IsSend() || op.IsWrite()):
+		cs.onData(p, pi)
+	case d == dirReq:
+		cs.sawOther = true // atomics and other requests: recorded, not checked
+	case op.IsReadResponse():
+		cs.onReadResponse(p, pi)
+	case op.IsAck() && p.Has(roce.ExtAETH):
+		switch p.AETH.Type() {
+		case roce.AckTypeACK:
+			cs.onACK(p, pi)
+		case roce.AckTypeNAK:
+			if p.AETH.NAKCode() == roce.NAKPSNSequenceError {
+				cs.onNAK(p, pi)
+			}
+		case roce.AckTypeRNRNAK:
+			cs.onRNR(p, pi)
+		}
+	}
+}
+
+func flowName(p *roce.Packet) string {
+	return fmt.Sprintf("%s > %s qp 0x%06x", p.SrcIP, p.DstIP, p.BTH.DestQP)
+}
+
+func (a *analyzer) skip(k flowKey, p *roce.Packet, reason string) {
+	if a.skipped[k] {
+		return
+	}
+	a.skipped[k] = true
+	a.res.Skipped = append(a.res.Skipped, Skipped{Flow: flowName(p), Reason: reason})
+}
+
+// lookup finds the connection and direction of an RC packet; in learning mode it creates connections on their
+// first request and pairs the reverse direction on its first response.
+func (a *analyzer) lookup(p *roce.Packet) (*connState, dir) {
+	k := flowKey{p.DstIP, p.BTH.DestQP}
+	op := p.BTH.Opcode
+	m, d := a.resps, dirResp
+	if op.IsRequest() {
+		m, d = a.reqs, dirReq
+	}
+	if cs, ok := m[k]; ok {
+		return cs, d
+	}
+	if a.opts.Conns != nil {
+		m[k] = nil
+		a.skip(k, p, "not a connection of the run")
+		return nil, 0
+	}
+	if d == dirReq {
+		verb := VerbWrite
+		switch {
+		case op.IsSend():
+			verb = VerbSend
+		case op.IsReadRequest():
+			verb = VerbRead
+		}
+		c := Conn{Index: len(a.conns), Verb: verb, ReqIP: p.SrcIP, RespIP: p.DstIP, RespQPN: p.BTH.DestQP,
+			ReqIPSN: p.BTH.PSN}
+		cs := newConnState(a, c, true)
+		a.conns = append(a.conns, cs)
+		a.unpaired = append(a.unpaired, cs)
+		m[k] = cs
+		return cs, dirReq
+	}
+	for i, cs := range a.unpaired {
+		if cs.c.ReqIP == p.DstIP && cs.c.RespIP == p.SrcIP && cs.plausibleResponse(p.BTH.PSN) {
+			a.pair(i, p.BTH.DestQP)
+			return cs, dirResp
+		}
+	}
+	m[k] = nil
+	a.skip(k, p, "responses whose requests are not in the capture")
+	return nil, 0
+}
+
+// pair completes a learned connection with its requester QP.
+func (a *analyzer) pair(i int, qpn uint32) {
+	cs := a.unpaired[i]
+	cs.c.ReqQPN = qpn
+	cs.respKnown = true
+	a.unpaired = append(a.unpaired[:i], a.unpaired[i+1:]...)
+	a.resps[flowKey{cs.c.ReqIP, qpn}] = cs
+}
+
+// onCNP attributes a CNP to the connection whose data sender it addresses.
+func (a *analyzer) onCNP(p *roce.Packet, pi pktInfo) {
+	k := flowKey{p.DstIP, p.BTH.DestQP}
+	// A CNP goes to the data sender: a Write/Send requester, or a READ responder.
+	cs := a.resps[k]
+	if cs != nil && cs.c.Verb == VerbRead {
+		cs = nil
+	}
+	if r := a.reqs[k]; cs == nil && r != nil && r.c.Verb == VerbRead {
+		cs = r
+	}
+	if cs == nil && a.opts.Conns == nil {
+		// Learning mode: a write connection's requester QP may only be known from its CNPs.
+		for i, u := range a.unpaired {
+			if u.c.ReqIP == p.DstIP && u.c.RespIP == p.SrcIP && u.c.Verb != VerbRead {
+				cs = u
+				a.pair(i, p.BTH.DestQP)
+				break
+			}
+		}
+	}
+	if r := a.role(p.SrcIP); r != roleUnknown {
+		a.hosts[r].cnpSent++
+	}
+	if r := a.role(p.DstIP); r != roleUnknown && pi.delivered {
+		a.hosts[r].cnpRecv++
+	}
+	a.cnp.onCNP(cs, pi)
+}

@@ -1,0 +1,346 @@
+package analyze
+
+import (
+	"math"
+	"net/netip"
+)
+
+// Limiter scopes and the inference's other answers.
+const (
+	ScopePort    = "port"
+	ScopeDestIP  = "dest-ip"
+	ScopeQP      = "qp"
+	ScopeNone    = "none"
+	ScopeUnknown = "unknown"
+)
+
+var scopes = [3]string{ScopeQP, ScopeDestIP, ScopePort}
+
+// CNPResult is the CNP analyzer's summary.
+type CNPResult struct {
+	ECNMarked     int      `json:"ecn_marked"` // CE-marked data packets delivered to a notification point
+	CNPs          int      `json:"cnps"`
+	Expected      *int     `json:"expected"` // under the NIC's configured scope and interval; null if unknown
+	ScopeInferred string   `json:"scope_inferred"`
+	MinIntervalUs *float64 `json:"min_interval_us"`
+	// NAKTriggered counts CNPs that answered a NAK with no CE mark before them.
+	NAKTriggered int `json:"nak_triggered"`
+	// Unsolicited counts CNPs with neither a CE mark nor a NAK to answer.
+	Unsolicited int `json:"unsolicited"`
+	// Mismatches counts, per hypothesis, the triggers whose observed answer differs from its prediction.
+	Mismatches map[string]int `json:"mismatches"`
+	// IntervalUs is the interval each hypothesis was evaluated with (configured, or inferred from the trace).
+	IntervalUs map[string]*float64 `json:"interval_us"`
+	Triggers   []CNPTrigger        `json:"triggers"`
+}
+
+// CNPTrigger is one CE-marked data packet or NAK and whether a CNP was due for it under each scope.
+type CNPTrigger struct {
+	Packet   int             `json:"packet"`
+	QP       int             `json:"qp"`
+	Kind     string          `json:"kind"` // ce | nak
+	TimeUs   float64         `json:"time_us"`
+	Answered bool            `json:"answered"`
+	Due      map[string]bool `json:"due"` // per scope
+}
+
+const (
+	trigCE uint8 = iota
+	trigNAK
+)
+
+type cnpTrig struct {
+	cs       *connState
+	kind     uint8
+	t        int64
+	idx      int
+	answered bool
+	np       int // notification point (port) id
+	ip       int // data sender IP id
+}
+
+type cnpObs struct {
+	t      int64
+	np, ip int
+	conn   int // -1 unattributed
+}
+
+type cnpState struct {
+	trigs   []cnpTrig
+	cnps    []cnpObs
+	nakCNPs int
+	unsol   int
+	ids     map[netip.Addr]int
+}
+
+func (c *cnpState) init() { c.ids = make(map[netip.Addr]int) }
+
+func (c *cnpState) id(ip netip.Addr) int {
+	if v, ok := c.ids[ip]; ok {
+		return v
+	}
+	c.ids[ip] = len(c.ids)
+	return len(c.ids) - 1
+}
+
+// npOf names the notification point of a connection (its data receiver) and the data sender's IP. With the
+// run's connections the NP is the receiving host (one port); learned connections only know IPs, so each
+// receiver IP counts as its own port.
+func (cs *connState) npOf(c *cnpState) (np, ip int) {
+	recv, send := cs.c.RespIP, cs.c.ReqIP
+	if cs.c.Verb == VerbRead {
+		recv, send = send, recv
+	}
+	if r := cs.a.role(recv); r != roleUnknown {
+		return -1 - r, c.id(send)
+	}
+	return c.id(recv), c.id(send)
+}
+
+func (c *cnpState) trigger(cs *connState, kind uint8, pi pktInfo) {
+	np, ip := cs.npOf(c)
+	c.trigs = append(c.trigs, cnpTrig{cs: cs, kind: kind, t: pi.t, idx: pi.idx, np: np, ip: ip})
+	if kind == trigCE {
+		cs.cePend = len(c.trigs)
+		cs.events = true
+	} else {
+		cs.nakPend = len(c.trigs)
+	}
+}
+
+// onCNP attributes a CNP to the latest unanswered CE mark of its connection, else to its latest unanswered NAK.
+func (c *cnpState) onCNP(cs *connState, pi pktInfo) {
+	if cs == nil {
+		c.cnps = append(c.cnps, cnpObs{t: pi.t, conn: -1})
+		c.unsol++
+		return
+	}
+	np, ip := cs.npOf(c)
+	c.cnps = append(c.cnps, cnpObs{t: pi.t, np: np, ip: ip, conn: cs.c.Index})
+	switch {
+	case cs.cePend > 0 && !c.trigs[cs.cePend-1].answered:
+		c.trigs[cs.cePend-1].answered = true
+		cs.cePend = 0
+	case cs.nakPend > 0 && !c.trigs[cs.nakPend-1].answered:
+		c.trigs[cs.nakPend-1].answered = true
+		cs.nakPend = 0
+		c.nakCNPs++
+	default:
+		c.unsol++
+	}
+}
+
+type scopeKey struct {
+	np, ip, conn int
+}
+
+func keyOf(scope string, np, ip, conn int) scopeKey {
+	switch scope {
+	case ScopePort:
+		return scopeKey{np: np, ip: -1, conn: -1}
+	case ScopeDestIP:
+		return scopeKey{np: np, ip: ip, conn: -1}
+	}
+	return scopeKey{np: -1, ip: -1, conn: conn}
+}
+
+// minGap is the smallest time between two CNPs of the same key under a scope; -1 if no key had two.
+func (c *cnpState) minGap(scope string) int64 {
+	last := map[scopeKey]int64{}
+	var best int64 = -1
+	for _, o := range c.cnps {
+		if o.conn < 0 {
+			continue
+		}
+		k := keyOf(scope, o.np, o.ip, o.conn)
+		if t, ok := last[k]; ok && (best < 0 || o.t-t < best) {
+			best = o.t - t
+		}
+		last[k] = o.t
+	}
+	return best
+}
+
+// predict says which triggers a limiter of the given scope and interval answers (interval < 0: infinite).
+func (c *cnpState) predict(scope string, intervalNs int64, withNAK bool, out []bool) {
+	last := map[scopeKey]int64{}
+	for i, tr := range c.trigs {
+		out[i] = false
+		if tr.kind == trigNAK && !withNAK {
+			continue
+		}
+		k := keyOf(scope, tr.np, tr.ip, tr.cs.c.Index)
+		t, ok := last[k]
+		if !ok || intervalNs >= 0 && tr.t-t >= intervalNs {
+			out[i] = true
+			last[k] = tr.t
+		}
+	}
+}
+
+// result infers the scope: "none" when every trigger was answered; otherwise the one hypothesis that explains
+// the observed answers (with the configured interval, or the smallest gap seen in that scope); "unknown" when
+// none or several do.
+func (c *cnpState) result(a *analyzer) CNPResult {
+	res := CNPResult{CNPs: len(c.cnps), NAKTriggered: c.nakCNPs, Unsolicited: c.unsol, ScopeInferred: ScopeUnknown,
+		Mismatches: map[string]int{}, IntervalUs: map[string]*float64{}, Triggers: []CNPTrigger{}}
+	for _, tr := range c.trigs {
+		if tr.kind == trigCE {
+			res.ECNMarked++
+		}
+	}
+	withNAK := c.nakCNPs > 0 || a.opts.Responder.NAKTriggersCNP || a.opts.Requester.NAKTriggersCNP
+	judged, answered := 0, 0
+	for _, tr := range c.trigs {
+		if tr.kind == trigCE || withNAK {
+			judged++
+			if tr.answered {
+				answered++
+			}
+		}
+	}
+	preds := map[string][]bool{}
+	best, bestN, exact := "", math.MaxInt, 0
+	for _, s := range scopes {
+		iv := a.configuredInterval()
+		if iv < 0 {
+			iv = c.minGap(s)
+		}
+		if iv >= 0 {
+			res.IntervalUs[s] = fptr(us(iv))
+		} else {
+			res.IntervalUs[s] = nil
+		}
+		p := make([]bool, len(c.trigs))
+		c.predict(s, iv, withNAK, p)
+		preds[s] = p
+		n := 0
+		for i, tr := range c.trigs {
+			if (tr.kind == trigCE || withNAK) && p[i] != tr.answered {
+				n++
+			}
+		}
+		res.Mismatches[s] = n
+		if n == 0 {
+			exact++
+		}
+		if n < bestN {
+			best, bestN = s, n
+		} else if n == bestN {
+			best = ""
+		}
+	}
+	switch {
+	case judged == 0:
+	case answered == judged:
+		res.ScopeInferred = ScopeNone
+	case exact == 1 || exact == 0 && best != "" && bestN*10 <= judged:
+		res.ScopeInferred = best
+	}
+	gapScope := res.ScopeInferred
+	if gapScope != ScopePort && gapScope != ScopeDestIP {
+		gapScope = ScopeQP
+	}
+	if g := c.minGap(gapScope); g >= 0 {
+		res.MinIntervalUs = fptr(us(g))
+	}
+	// What the configured limiter predicts, per connection's notification point.
+	exp, haveExp := 0, false
+	due := make([]bool, len(c.trigs))
+	for i, tr := range c.trigs {
+		nic := a.npNIC(tr.cs)
+		if nic.CNPScope == "" {
+			continue
+		}
+		haveExp = true
+		due[i] = false
+		if nic.NPEnabled && (tr.kind == trigCE || nic.NAKTriggersCNP) {
+			due[i] = a.configuredDue(i, nic)
+		}
+		if due[i] {
+			exp++
+		}
+	}
+	if haveExp {
+		res.Expected = &exp
+		a.cnpChecks(due)
+	}
+	for i, tr := range c.trigs {
+		kind := "ce"
+		if tr.kind == trigNAK {
+			kind = "nak"
+		}
+		d := map[string]bool{}
+		for _, s := range scopes {
+			d[s] = preds[s][i]
+		}
+		res.Triggers = append(res.Triggers, CNPTrigger{Packet: tr.idx, QP: tr.cs.qp(), Kind: kind, TimeUs: us(tr.t),
+			Answered: tr.answered, Due: d})
+	}
+	return res
+}
+
+// configuredInterval is the NICs' configured CNP interval (when an interval or a scope is configured); -1 if
+// unknown.
+func (a *analyzer) configuredInterval() int64 {
+	for _, n := range [2]NICInfo{a.opts.Responder, a.opts.Requester} {
+		if n.CNPScope != "" || n.CNPIntervalNs > 0 {
+			return n.CNPIntervalNs
+		}
+	}
+	return -1
+}
+
+// npNIC is the NIC that acts as notification point for a connection: its data receiver.
+func (a *analyzer) npNIC(cs *connState) NICInfo {
+	if cs.c.Verb == VerbRead {
+		return a.opts.Requester
+	}
+	return a.opts.Responder
+}
+
+// configuredDue replays the configured limiter up to trigger i. It is called for every trigger in order, so
+// it keeps its state across calls in a.cnpDue.
+func (a *analyzer) configuredDue(i int, nic NICInfo) bool {
+	if a.cnpDueLast == nil {
+		a.cnpDueLast = map[scopeKey]int64{}
+	}
+	tr := a.cnp.trigs[i]
+	k := keyOf(nic.CNPScope, tr.np, tr.ip, tr.cs.c.Index)
+	t, ok := a.cnpDueLast[k]
+	if ok && tr.t-t < nic.CNPIntervalNs {
+		return false
+	}
+	a.cnpDueLast[k] = tr.t
+	return true
+}
+
+// cnpChecks turns the configured prediction into per-connection "cnp" checks.
+func (a *analyzer) cnpChecks(due []bool) {
+	for i, tr := range a.cnp.trigs {
+		nic := a.npNIC(tr.cs)
+		if nic.CNPScope == "" {
+			continue
+		}
+		what := "CE-marked packet"
+		if tr.kind == trigNAK {
+			what = "NAK"
+		}
+		cs := tr.cs
+		if cs.viol["cnp"] == nil {
+			cs.viol["cnp"] = &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}}
+		}
+		switch {
+		case due[i] && !tr.answered:
+			cs.violate("cnp", tr.idx, "%s was due a CNP under the %s limiter (interval %g us) but none was sent",
+				what, nic.CNPScope, us(nic.CNPIntervalNs))
+		case !due[i] && tr.answered && tr.kind == trigNAK && !nic.NAKTriggersCNP:
+			cs.violate("cnp", tr.idx, "NAK was answered by a CNP although NAKs do not trigger CNPs on this NIC")
+		case !due[i] && tr.answered && !nic.NPEnabled:
+			cs.violate("cnp", tr.idx, "%s was answered by a CNP although the notification point is disabled", what)
+		case !due[i] && tr.answered:
+			cs.violate("cnp", tr.idx, "%s was answered by a CNP although the %s limiter (interval %g us) should have suppressed it",
+				what, nic.CNPScope, us(nic.CNPIntervalNs))
+		}
+	}
+}

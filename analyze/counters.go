@@ -1,0 +1,152 @@
+package analyze
+
+import "sort"
+
+// CounterCheck compares one NIC counter's change over the run with what the trace implies.
+type CounterCheck struct {
+	Host     string `json:"host"`
+	Name     string `json:"name"`
+	Expected int64  `json:"expected"`
+	Actual   *int64 `json:"actual"` // finish - start; null when the NIC does not expose the counter
+	OK       bool   `json:"ok"`
+	Note     string `json:"note,omitempty"`
+}
+
+// expectation is what the trace implies for one counter on one host.
+type expectation struct {
+	name string
+	n    int64
+	why  string
+}
+
+// counterExpectations derives, per host role, the counters the trace determines. NVIDIA (mlx5 hw_counters):
+// the data sender counts NAKs it acted on (packet_seq_err) and timeouts (local_ack_timeout_err); the
+// Write/Send receiver counts sequence errors (out_of_sequence) and duplicates (duplicate_request); a READ
+// requester counts re-issues on a gap (implied_nak_seq_err) and timeouts; a READ responder counts re-issued
+// requests as duplicate_request; every receiver counts corrupted packets (rx_icrc_encapsulated), CE-marked
+// packets (np_ecn_marked_roce_packets) and its CNPs (np_cnp_sent). Intel (irdma): cnpSent, RxECNMrkd,
+// cnpHandled only.
+func (a *analyzer) counterExpectations(role int, vendor string) []expectation {
+	var seqErr, timeouts, oos, dup, implied int64
+	for _, cs := range a.conns {
+		read := cs.c.Verb == VerbRead && cs.sawRead
+		if cs.sawRead && cs.sawWS {
+			continue
+		}
+		switch {
+		case read && role == roleRequester:
+			implied += int64(cs.rd.reissueGap)
+			timeouts += int64(cs.rd.reissueTimeout)
+		case read && role == roleResponder:
+			dup += int64(cs.rd.reissueDelivered)
+		case role == roleRequester:
+			if cs.isIRN() {
+				seqErr += int64(cs.irn.recoveries)
+				timeouts += int64(cs.irn.timeoutRounds)
+			} else {
+				seqErr += int64(cs.gbn.nakRounds)
+				timeouts += int64(cs.gbn.timeoutRounds)
+			}
+		default:
+			if cs.isIRN() {
+				oos += int64(cs.irn.naksSent)
+				dup += int64(cs.irn.dups)
+			} else {
+				oos += int64(cs.gbn.episodes)
+				dup += int64(cs.gbn.dups)
+			}
+		}
+	}
+	h := a.hosts[role]
+	if vendor == "intel" {
+		return []expectation{
+			{"cnpSent", h.cnpSent, "CNPs this host sent in the trace"},
+			{"RxECNMrkd", h.ceRecv, "CE-marked data packets delivered to this host"},
+			{"cnpHandled", h.cnpRecv, "CNPs delivered to this host"},
+		}
+	}
+	common := []expectation{
+		{"rx_icrc_encapsulated", h.corruptRecv, "corrupted packets delivered to this host"},
+		{"np_ecn_marked_roce_packets", h.ceRecv, "CE-marked data packets delivered to this host"},
+		{"np_cnp_sent", h.cnpSent, "CNPs this host sent in the trace"},
+	}
+	if role == roleRequester {
+		return append([]expectation{
+			{"packet_seq_err", seqErr, "NAKs this requester acted on (go-back-N rounds)"},
+			{"local_ack_timeout_err", timeouts, "timeout retransmissions"},
+			{"implied_nak_seq_err", implied, "READs re-issued on a gap in the responses"},
+		}, common...)
+	}
+	return append([]expectation{
+		{"out_of_sequence", oos, "sequence errors (NAKs owed) at this responder"},
+		{"duplicate_request", dup, "duplicate requests delivered to this responder"},
+	}, common...)
+}
+
+// counterChecks compares every host's counter changes with the trace. A counter the NIC does not expose is
+// reported as such (ok) instead of failing or crashing.
+func (a *analyzer) counterChecks() []CounterCheck {
+	out := []CounterCheck{}
+	for _, hc := range a.opts.Counters {
+		role := roleUnknown
+		for i, n := range roleNames {
+			if hc.Host == n {
+				role = i
+			}
+		}
+		if role == roleUnknown {
+			out = append(out, CounterCheck{Host: hc.Host, Name: "*", OK: false,
+				Note: "unknown host name: expected requester or responder"})
+			continue
+		}
+		vendor := hc.Vendor
+		if vendor == "" {
+			vendor = [2]NICInfo{a.opts.Requester, a.opts.Responder}[role].Vendor
+		}
+		for _, e := range a.counterExpectations(role, vendor) {
+			cc := CounterCheck{Host: hc.Host, Name: e.name, Expected: e.n}
+			s, okS := hc.Start[e.name]
+			f, okF := hc.Finish[e.name]
+			switch {
+			case !okS && !okF:
+				cc.OK, cc.Note = true, "not exposed by this NIC"
+			case !okS || !okF:
+				cc.Note = "present in only one snapshot"
+			case f < s:
+				d := int64(f) - int64(s)
+				cc.Actual = &d
+				cc.Note = "counter went backwards (reset or wrapped during the run)"
+			default:
+				d := int64(f - s)
+				cc.Actual = &d
+				cc.OK = d == e.n
+				if !cc.OK {
+					cc.Note = "the trace shows " + itoa(e.n) + " " + e.why
+				}
+			}
+			out = append(out, cc)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Host < out[j].Host })
+	return out
+}
+
+func itoa(v int64) string {
+	if v < 0 {
+		return "-" + uitoa(uint64(-v))
+	}
+	return uitoa(uint64(v))
+}
+
+func uitoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package analyze
+
+import (
+	"fmt"
+	"sort"
+)
+
+var metaNames = [...]string{MetaAuto: "none", MetaMirror: "mirror", MetaComment: "comment", MetaNone: "none"}
+
+// finish closes every state machine and assembles the analysis.
+func (a *analyzer) finish() *Analysis {
+	res := &a.res
+	res.Metadata = metaNames[a.meta]
+	for _, cs := range a.conns {
+		total := int64(-1)
+		if cs.c.PacketsPerMsg > 0 && cs.c.NumMsgs > 0 {
+			total = int64(cs.c.PacketsPerMsg) * int64(cs.c.NumMsgs)
+		}
+		flow := fmt.Sprintf("%s > %s qp 0x%06x", cs.c.ReqIP, cs.c.RespIP, cs.c.RespQPN)
+		switch {
+		case cs.sawRead && cs.sawWS:
+			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: "mixes READ with SEND/WRITE on one QP: not checked"})
+		case !cs.sawRead && !cs.sawWS:
+			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: "no SEND, WRITE or READ packets (atomics are not checked)"})
+		case cs.learned && !cs.respKnown:
+			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: "the capture holds no responses for this connection"})
+		case cs.sawRead:
+			cs.rd.finish(cs, total, a.lastIdx)
+			a.keep(cs, gbnRead)
+		case cs.isIRN():
+			cs.irn.finish(cs, total, a.lastIdx)
+			a.keep(cs, irn)
+		default:
+			cs.gbn.finish(cs, total, a.lastIdx)
+			a.keep(cs, gbn)
+		}
+	}
+	res.CNP = a.cnp.result(a)
+	for _, cs := range a.conns {
+		if c := cs.viol["cnp"]; c != nil {
+			a.checks = append(a.checks, c)
+		}
+	}
+	res.Retransmissions = a.retransmissions()
+	res.Tables = a.positionTable(res.Retransmissions)
+	res.Timeouts = []MessageRetries{}
+	for _, cs := range a.conns {
+		for _, mr := range cs.retries {
+			if mr.Retries > 0 {
+				if mr.TimeoutIntervalsUs == nil {
+					mr.TimeoutIntervalsUs = []float64{}
+				}
+				res.Timeouts = append(res.Timeouts, mr)
+			}
+		}
+	}
+	res.Counters = a.counterChecks()
+	res.Traffic = a.trafficResults()
+	res.NoisyNeighbor = a.noisyNeighbor(res.Traffic)
+	if nn := res.NoisyNeighbor; nn != nil {
+		for _, q := range nn.InnocentQPs {
+			c := &Check{Analyzer: "noisy-neighbor", QP: q, OK: !nn.Flagged, Violations: []Violation{}}
+			if nn.Flagged {
+				c.ViolationCount = 1
+				c.Violations = append(c.Violations, Violation{Packet: a.lastIdx, Message: fmt.Sprintf(
+					"innocent connections' median completion time %.1f us is %.1fx the %s baseline %.1f us (more than 10x)",
+					nn.InnocentMedianMCTUs, nn.Ratio, nn.BaselineSource, nn.BaselineUs)})
+			}
+			a.checks = append(a.checks, c)
+		}
+	}
+	res.ETS = a.ets(res.Traffic)
+	if e := res.ETS; e != nil {
+		c := &Check{Analyzer: "ets", QP: e.OtherQP, OK: e.WorkConserving, Violations: []Violation{}}
+		if !e.WorkConserving {
+			c.ViolationCount = 1
+			c.Violations = append(c.Violations, Violation{Packet: a.lastIdx, Message: fmt.Sprintf(
+				"not work-conserving: QP %d was slowed to %.2f Gb/s but QP %d stayed at %.2f Gb/s, within its %.2f Gb/s guarantee",
+				e.SlowedQP, e.SlowedGbps, e.OtherQP, e.OtherGbps, e.GuaranteeGbps)})
+		}
+		a.checks = append(a.checks, c)
+	}
+	sort.SliceStable(a.checks, func(i, j int) bool {
+		if a.checks[i].QP != a.checks[j].QP {
+			return a.checks[i].QP < a.checks[j].QP
+		}
+		return a.checks[i].Analyzer < a.checks[j].Analyzer
+	})
+	res.Checks = make([]Check, 0, len(a.checks))
+	for _, c := range a.checks {
+		c.OK = c.OK || c.ViolationCount == 0
+		if c.ViolationCount > 0 {
+			c.OK = false
+		}
+		sort.SliceStable(c.Violations, func(i, j int) bool { return c.Violations[i].Packet < c.Violations[j].Packet })
+		res.Checks = append(res.Checks, *c)
+	}
+	res.Connections = make([]Conn, 0, len(a.conns))
+	for _, cs := range a.conns {
+		res.Connections = append(res.Connections, cs.c)
+	}
+	if res.Skipped == nil {
+		res.Skipped = []Skipped{}
+	}
+	return res
+}
+
+// keep adds a connection's check for one analyzer, creating an empty (passing) one if it found nothing.
+func (a *analyzer) keep(cs *connState, name string) {
+	c := cs.viol[name]
+	if c == nil {
+		c = &Check{Analyzer: name, QP: cs.qp(), Violations: []Violation{}}
+	}
+	a.checks = append(a.checks, c)
+}
