@@ -105,8 +105,20 @@ func (c *cnpState) trigger(cs *connState, kind uint8, pi pktInfo) {
 		cs.events = true
 	} else {
 		cs.nakPend = len(c.trigs)
+		if cs.earlyCNP >= 0 && pi.t-cs.earlyCNP <= earlyCNPWindowNs {
+			// The CNP for this out-of-order arrival left just before the NAK: it answers the NAK.
+			c.trigs[len(c.trigs)-1].answered = true
+			cs.nakPend = 0
+			cs.earlyCNP = -1
+			c.nakCNPs++
+			c.unsol--
+		}
 	}
 }
+
+// earlyCNPWindowNs bounds how long before a NAK a CNP for the same out-of-order arrival can have left: the
+// slowest published NAK generation that is not a firmware path (E810 ~10 us, CX4 Lx tail drops ~13 us).
+const earlyCNPWindowNs = 20_000
 
 // onCNP attributes a CNP to the latest unanswered CE mark of its connection, else to its latest unanswered NAK.
 func (c *cnpState) onCNP(cs *connState, pi pktInfo) {
@@ -127,6 +139,7 @@ func (c *cnpState) onCNP(cs *connState, pi pktInfo) {
 		c.nakCNPs++
 	default:
 		c.unsol++
+		cs.earlyCNP = pi.t
 	}
 }
 

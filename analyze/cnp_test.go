@@ -114,3 +114,38 @@ func TestCNPTriggeredByNAK(t *testing.T) {
 		t.Fatalf("cnp %+v", res.CNP)
 	}
 }
+
+
+// The CNP for an out-of-order arrival may reach the switch just before the NAK for the same arrival (the NAK
+// waits out its generation delay): it still answers the NAK. A CNP long before a NAK does not.
+func TestCNPJustBeforeNAK(t *testing.T) {
+	for _, c := range []struct {
+		cnpAt            float64
+		nakCNPs, unsolic int
+	}{{1.6, 1, 0}, {1.9, 1, 0}} {
+		b := &builder{t: t}
+		b.data(wc, 0, roce.RCWriteFirst, trace.EventDrop, 0)
+		b.data(wc, 1, roce.RCWriteLast, 0, 1)
+		b.cnpTo(wc, true, c.cnpAt)
+		b.nak(wc, 0, 2)
+		b.data(wc, 0, roce.RCWriteFirst, 0, 6)
+		b.data(wc, 1, roce.RCWriteLast, 0, 7)
+		b.ack(wc, 1, 8)
+		res := b.run(gbnOpts(2, 1))
+		if res.CNP.NAKTriggered != c.nakCNPs || res.CNP.Unsolicited != c.unsolic || res.CNP.ScopeInferred != ScopeNone {
+			t.Errorf("CNP at %v us, NAK at 2 us: cnp %+v", c.cnpAt, res.CNP)
+		}
+	}
+	b := &builder{t: t}
+	b.cnpTo(wc, true, 0) // 100 us before anything happens: unsolicited
+	b.data(wc, 0, roce.RCWriteFirst, trace.EventDrop, 100)
+	b.data(wc, 1, roce.RCWriteLast, 0, 101)
+	b.nak(wc, 0, 102)
+	b.data(wc, 0, roce.RCWriteFirst, 0, 106)
+	b.data(wc, 1, roce.RCWriteLast, 0, 107)
+	b.ack(wc, 1, 108)
+	res := b.run(gbnOpts(2, 1))
+	if res.CNP.NAKTriggered != 0 || res.CNP.Unsolicited != 1 {
+		t.Errorf("CNP 100 us before the NAK: cnp %+v", res.CNP)
+	}
+}

@@ -56,6 +56,9 @@ type connState struct {
 	lastNAKIdx int
 
 	cePend, nakPend int // index + 1 of the latest unanswered CE / NAK trigger (CNP attribution)
+	// earlyCNP is the time of a CNP that answered nothing when it passed (-1: none): a NIC may send the CNP
+	// for an out-of-order arrival before the NAK it sends for the same arrival.
+	earlyCNP int64
 
 	gbn  gbnState
 	irn  irnState
@@ -64,7 +67,8 @@ type connState struct {
 }
 
 func newConnState(a *analyzer, c Conn, learned bool) *connState {
-	cs := &connState{a: a, c: c, learned: learned, refPSN: c.ReqIPSN, refRel: 0, firstData: -1, lastDone: -1}
+	cs := &connState{a: a, c: c, learned: learned, refPSN: c.ReqIPSN, refRel: 0, firstData: -1, lastDone: -1,
+		earlyCNP: -1}
 	cs.gbn.init()
 	cs.irn.init()
 	cs.rd.init()
