@@ -115,7 +115,6 @@ func TestCNPTriggeredByNAK(t *testing.T) {
 	}
 }
 
-
 // The CNP for an out-of-order arrival may reach the switch just before the NAK for the same arrival (the NAK
 // waits out its generation delay): it still answers the NAK. A CNP long before a NAK does not.
 func TestCNPJustBeforeNAK(t *testing.T) {

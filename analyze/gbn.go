@@ -225,12 +225,23 @@ func (g *gbnState) finish(cs *connState, total int64, lastIdx int) {
 	completeness(cs, gbn, total, g.sndNxt, g.ePSN, g.lastAck, g.anyAck, lastIdx)
 }
 
+// stoppedOnError tells whether the traffic generator reported that the connection ended with an error (retries
+// exceeded, flushed...): its trace ends where the NIC gave up, so it cannot be complete.
+func (cs *connState) stoppedOnError() bool {
+	for _, t := range cs.a.opts.Traffic {
+		if t.Conn == cs.c.Index {
+			return t.Status != "" && t.Status != "ok"
+		}
+	}
+	return false
+}
+
 // completeness reports a connection that did not finish: the requester must have sent every packet, the
 // responder received them all in order, and the final ACK covered the last one.
 //
 // A plain capture without a known total proves nothing here: it may simply have stopped mid-flight.
 func completeness(cs *connState, name string, total, sndNxt, ePSN, lastAck int64, anyAck bool, lastIdx int) {
-	if total < 0 && cs.a.meta == MetaNone {
+	if total < 0 && cs.a.meta == MetaNone || cs.stoppedOnError() {
 		return
 	}
 	want := sndNxt

@@ -238,3 +238,30 @@ func TestGBNPSNWrap(t *testing.T) {
 		t.Fatalf("retransmissions %+v", res.Retransmissions)
 	}
 }
+
+// A connection the generator reports as failed (retries exceeded) ends where the NIC gave up: its trace is not
+// incomplete; the same trace of a connection reported ok is.
+func TestStoppedOnErrorIsNotIncomplete(t *testing.T) {
+	build := func() *builder {
+		b := &builder{t: t}
+		b.data(wc, 0, roce.RCWriteFirst, 0, 0)
+		b.data(wc, 1, roce.RCWriteLast, trace.EventDrop, 1)
+		b.ack(wc, 0, 2)
+		b.data(wc, 1, roce.RCWriteLast, trace.EventDrop, 1000)
+		return b
+	}
+	for _, c := range []struct {
+		status string
+		ok     bool
+	}{{"retry-exceeded", true}, {"ok", false}} {
+		opts := gbnOpts(2, 1)
+		opts.Traffic = []TrafficIn{{Conn: 0, Status: c.status}}
+		res := build().run(opts)
+		if got := check(t, res, "gbn", 1); got.OK != c.ok {
+			t.Errorf("status %s: gbn ok=%v, want %v (%+v)", c.status, got.OK, c.ok, got.Violations)
+		}
+		if res.Traffic[0].Status != c.status {
+			t.Errorf("traffic status %q, want %q", res.Traffic[0].Status, c.status)
+		}
+	}
+}

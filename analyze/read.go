@@ -187,6 +187,9 @@ func (s *readState) onResponseSeen(cs *connState, r int64, pi pktInfo) {
 }
 
 func (s *readState) finish(cs *connState, total int64, lastIdx int) {
+	if cs.stoppedOnError() {
+		return
+	}
 	want := s.sndNxt
 	if total >= 0 {
 		want = total

@@ -16,7 +16,8 @@ func (a *analyzer) trafficResults() []TrafficQP {
 			if mct == nil {
 				mct = []float64{}
 			}
-			out = append(out, TrafficQP{QP: t.Conn + a.opts.IndexBase, MCTUs: mct, GoodputGbps: t.GoodputGbps, Source: "generator"})
+			out = append(out, TrafficQP{QP: t.Conn + a.opts.IndexBase, MCTUs: mct, GoodputGbps: t.GoodputGbps, Source: "generator",
+				Status: t.Status})
 		}
 		return out
 	}

@@ -51,6 +51,9 @@ type TrafficIn struct {
 	MCTUs       []float64 `json:"mct_us"` // message completion times
 	GoodputGbps float64   `json:"goodput_gbps"`
 	Class       int       `json:"class"` // ETS traffic class (queue) of the connection
+	// Status is the generator's completion status: ok, or why the connection stopped (retry-exceeded, ...);
+	// "" = unknown. A connection that stopped on an error cannot have a complete trace.
+	Status string `json:"status"`
 }
 
 // Metadata selects where per-packet events and times come from.
@@ -187,7 +190,8 @@ type TrafficQP struct {
 	QP          int       `json:"qp"`
 	MCTUs       []float64 `json:"mct_us"`
 	GoodputGbps float64   `json:"goodput_gbps"`
-	Source      string    `json:"source"` // generator | trace
+	Source      string    `json:"source"`           // generator | trace
+	Status      string    `json:"status,omitempty"` // the generator's completion status, when known
 }
 
 // NoisyNeighbor compares innocent connections' completion times with a baseline.

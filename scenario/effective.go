@@ -150,7 +150,11 @@ func (e Event) effective() yaml.MapSlice {
 		} else {
 			m = append(m, kv{Key: "psn", Value: e.PSN})
 		}
-		m = append(m, kv{Key: "iter", Value: e.Iter})
+		if e.Iter == 0 {
+			m = append(m, kv{Key: "iter", Value: "all"})
+		} else {
+			m = append(m, kv{Key: "iter", Value: e.Iter})
+		}
 		if e.Msg != nil {
 			m = append(m, kv{Key: "msg", Value: *e.Msg})
 		}

@@ -157,8 +157,12 @@ func (d *decoder) event(v val, s *Scenario) ([]Event, bool) {
 		good = false
 	}
 	if f, has := by["iter"]; has && seq {
-		x, ok := d.intIn(f.v, 1, maxIter)
-		e.Iter, good = x, good && ok
+		if str, isStr := f.v.n.(*ast.StringNode); isStr && strings.EqualFold(str.Value, "all") {
+			e.Iter = 0 // every round: e.g. keep dropping a packet until the sender gives up
+		} else {
+			x, ok := d.intIn(f.v, 1, maxIter)
+			e.Iter, good = x, good && ok
+		}
 	}
 	if seq {
 		good = d.eventPSN(v, by, s, &e) && good
@@ -392,7 +396,11 @@ func (e Event) String() string {
 	default:
 		fmt.Fprintf(&b, "psn: %d, ", e.PSN)
 	}
-	fmt.Fprintf(&b, "iter: %d", e.Iter)
+	if e.Iter == 0 {
+		b.WriteString("iter: all")
+	} else {
+		fmt.Fprintf(&b, "iter: %d", e.Iter)
+	}
 	if e.Msg != nil {
 		fmt.Fprintf(&b, ", msg: %d", *e.Msg)
 	}

@@ -355,3 +355,29 @@ responder:
 		t.Errorf("aliases not resolved: responder %+v", s.Responder)
 	}
 }
+
+// iter: all targets every round (Iter 0) and survives the effective scenario's round trip.
+func TestIterAll(t *testing.T) {
+	y := "traffic: {num-connections: 1}\nevents:\n  - {qpn: 1, psn: 10, iter: all, type: drop}\n"
+	sc, err := Parse([]byte(y), "a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Events) != 1 || sc.Events[0].Iter != 0 {
+		t.Fatalf("events %+v, want one with iter 0", sc.Events)
+	}
+	var b strings.Builder
+	if err := sc.WriteEffective(&b); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse([]byte(b.String()), "b.yaml")
+	if err != nil {
+		t.Fatalf("effective scenario does not load: %v\n%s", err, b.String())
+	}
+	if back.Events[0].Iter != 0 {
+		t.Fatalf("round trip lost iter: all: %+v", back.Events[0])
+	}
+	if _, err := Parse([]byte(strings.Replace(y, "iter: all", "iter: 0", 1)), "c.yaml"); err == nil {
+		t.Fatal("iter: 0 accepted; rounds count from 1 (or all)")
+	}
+}

@@ -222,7 +222,7 @@ func analyzeOptions(sc *scenario.Scenario, conns []ConnRecord, cf *CountersFile,
 	}
 	for _, t := range traffic {
 		opts.Traffic = append(opts.Traffic, analyze.TrafficIn{Conn: t.QP - sc.IndexBase, MCTUs: t.MCTUs,
-			GoodputGbps: t.GoodputGbps, Class: trafficClass(sc, t.QP-sc.IndexBase)})
+			GoodputGbps: t.GoodputGbps, Class: trafficClass(sc, t.QP-sc.IndexBase), Status: t.Status})
 	}
 	opts.LinkGbps = sc.Network.LinkGbps
 	if p, err := loadProfile(sc, "requester", sc.Requester.NIC.Type); err == nil && opts.LinkGbps == 0 {

@@ -275,6 +275,10 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		return nil, badInputf("%s: %w", sc.Path, injectErr)
 	}
 	if err != nil {
+		if strings.Contains(err.Error(), "run limit") {
+			return nil, fmt.Errorf("simulation: %w; the traffic needs more simulated time: raise network.run-timeout-ms (now %d)",
+				err, sc.Network.RunTimeoutMs)
+		}
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
 	for i, dp := range dumps {

@@ -181,8 +181,8 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("unknown profile: %v, want a positioned scenario error", err)
 	}
 	cases := map[string]string{
-		"profile file":    strings.Replace(listing2, "type: cx5, ip-list: [10.0.0.3/24]", "type: nothere.yaml, ip-list: [10.0.0.3/24]", 1),
-		"testbed":         "testbed: remote\n" + listing2,
+		"profile file": strings.Replace(listing2, "type: cx5, ip-list: [10.0.0.3/24]", "type: nothere.yaml, ip-list: [10.0.0.3/24]", 1),
+		"testbed":      "testbed: remote\n" + listing2,
 	}
 	for name, y := range cases {
 		t.Run(name, func(t *testing.T) {
