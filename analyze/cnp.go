@@ -61,6 +61,7 @@ type cnpTrig struct {
 
 type cnpObs struct {
 	t      int64
+	idx    int // trace packet index
 	np, ip int
 	conn   int // -1 unattributed
 }
@@ -123,12 +124,12 @@ const earlyCNPWindowNs = 20_000
 // onCNP attributes a CNP to the latest unanswered CE mark of its connection, else to its latest unanswered NAK.
 func (c *cnpState) onCNP(cs *connState, pi pktInfo) {
 	if cs == nil {
-		c.cnps = append(c.cnps, cnpObs{t: pi.t, conn: -1})
+		c.cnps = append(c.cnps, cnpObs{t: pi.t, idx: pi.idx, conn: -1})
 		c.unsol++
 		return
 	}
 	np, ip := cs.npOf(c)
-	c.cnps = append(c.cnps, cnpObs{t: pi.t, np: np, ip: ip, conn: cs.c.Index})
+	c.cnps = append(c.cnps, cnpObs{t: pi.t, idx: pi.idx, np: np, ip: ip, conn: cs.c.Index})
 	switch {
 	case cs.cePend > 0 && !c.trigs[cs.cePend-1].answered:
 		c.trigs[cs.cePend-1].answered = true
@@ -203,16 +204,18 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 		}
 	}
 	withNAK := c.nakCNPs > 0 || a.opts.Responder.NAKTriggersCNP || a.opts.Requester.NAKTriggersCNP
-	judged, answered := 0, 0
-	for _, tr := range c.trigs {
-		if tr.kind == trigCE || withNAK {
-			judged++
-			if tr.answered {
-				answered++
-			}
+	judged := func(i int) bool { return c.trigs[i].kind == trigCE || withNAK }
+	nJudged := 0
+	for i := range c.trigs {
+		if judged(i) {
+			nJudged++
 		}
 	}
+	// Each hypothesis (a limiter scope and interval) says which triggers get a CNP; its CNPs are matched to the
+	// observed ones in time order, per connection. The trace cannot say which of several close marks a CNP
+	// answers, but it does say whether a hypothesis explains every CNP and every silence.
 	preds := map[string][]bool{}
+	answers := map[string][]bool{}
 	best, bestN, exact := "", math.MaxInt, 0
 	for _, s := range scopes {
 		iv := a.configuredInterval()
@@ -227,12 +230,9 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 		p := make([]bool, len(c.trigs))
 		c.predict(s, iv, withNAK, p)
 		preds[s] = p
-		n := 0
-		for i, tr := range c.trigs {
-			if (tr.kind == trigCE || withNAK) && p[i] != tr.answered {
-				n++
-			}
-		}
+		ans, missed, extra := c.match(p)
+		answers[s] = ans
+		n := len(missed) + len(extra)
 		res.Mismatches[s] = n
 		if n == 0 {
 			exact++
@@ -243,12 +243,23 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 			best = ""
 		}
 	}
+	all := make([]bool, len(c.trigs))
+	for i := range all {
+		all[i] = judged(i)
+	}
+	allAns, allMissed, allExtra := c.match(all)
 	switch {
-	case judged == 0:
-	case answered == judged:
+	case nJudged == 0:
+	case len(allMissed) == 0 && len(allExtra) == 0:
 		res.ScopeInferred = ScopeNone
-	case exact == 1 || exact == 0 && best != "" && bestN*10 <= judged:
+	case exact == 1 || exact == 0 && best != "" && bestN*10 <= nJudged:
 		res.ScopeInferred = best
+	}
+	switch {
+	case res.ScopeInferred == ScopeNone:
+		c.setAnswered(allAns)
+	case res.ScopeInferred != ScopeUnknown:
+		c.setAnswered(answers[res.ScopeInferred])
 	}
 	gapScope := res.ScopeInferred
 	if gapScope != ScopePort && gapScope != ScopeDestIP {
@@ -276,7 +287,11 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 	}
 	if haveExp {
 		res.Expected = &exp
-		a.cnpChecks(due)
+		ans, missed, extra := c.match(due)
+		if res.ScopeInferred == ScopeUnknown {
+			c.setAnswered(ans)
+		}
+		a.cnpChecks(missed, extra)
 	}
 	for i, tr := range c.trigs {
 		kind := "ce"
@@ -328,32 +343,101 @@ func (a *analyzer) configuredDue(i int, nic NICInfo) bool {
 	return true
 }
 
-// cnpChecks turns the configured prediction into per-connection "cnp" checks.
-func (a *analyzer) cnpChecks(due []bool) {
-	for i, tr := range a.cnp.trigs {
-		nic := a.npNIC(tr.cs)
-		if nic.CNPScope == "" {
-			continue
+// cnpChecks turns the configured limiter's prediction, matched against the observed CNPs, into per-connection
+// "cnp" checks: a trigger that was due a CNP and got none, and a CNP that answers no trigger the limiter allows.
+func (a *analyzer) cnpChecks(missed, extra []int) {
+	for _, cs := range a.conns {
+		if a.npNIC(cs).CNPScope != "" && cs.events && cs.viol["cnp"] == nil {
+			cs.viol["cnp"] = &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}}
 		}
+	}
+	for _, i := range missed {
+		tr := a.cnp.trigs[i]
+		nic := a.npNIC(tr.cs)
 		what := "CE-marked packet"
 		if tr.kind == trigNAK {
 			what = "NAK"
 		}
-		cs := tr.cs
+		if tr.cs.viol["cnp"] == nil {
+			tr.cs.viol["cnp"] = &Check{Analyzer: "cnp", QP: tr.cs.qp(), Violations: []Violation{}}
+		}
+		tr.cs.violate("cnp", tr.idx, "%s was due a CNP under the %s limiter (interval %g us) but none was sent",
+			what, nic.CNPScope, us(nic.CNPIntervalNs))
+	}
+	for _, j := range extra {
+		o := a.cnp.cnps[j]
+		if o.conn < 0 || o.conn >= len(a.conns) {
+			continue
+		}
+		cs := a.conns[o.conn]
+		nic := a.npNIC(cs)
+		if nic.CNPScope == "" {
+			continue
+		}
 		if cs.viol["cnp"] == nil {
 			cs.viol["cnp"] = &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}}
 		}
 		switch {
-		case due[i] && !tr.answered:
-			cs.violate("cnp", tr.idx, "%s was due a CNP under the %s limiter (interval %g us) but none was sent",
-				what, nic.CNPScope, us(nic.CNPIntervalNs))
-		case !due[i] && tr.answered && tr.kind == trigNAK && !nic.NAKTriggersCNP:
-			cs.violate("cnp", tr.idx, "NAK was answered by a CNP although NAKs do not trigger CNPs on this NIC")
-		case !due[i] && tr.answered && !nic.NPEnabled:
-			cs.violate("cnp", tr.idx, "%s was answered by a CNP although the notification point is disabled", what)
-		case !due[i] && tr.answered:
-			cs.violate("cnp", tr.idx, "%s was answered by a CNP although the %s limiter (interval %g us) should have suppressed it",
-				what, nic.CNPScope, us(nic.CNPIntervalNs))
+		case !nic.NPEnabled:
+			cs.violate("cnp", o.idx, "CNP sent although the notification point is disabled")
+		default:
+			cs.violate("cnp", o.idx, "CNP answers no CE mark or NAK that the %s limiter (interval %g us) allows: it should have been suppressed",
+				nic.CNPScope, us(nic.CNPIntervalNs))
 		}
+	}
+}
+
+// cnpLatencyNs bounds the time from a trigger at the switch to its CNP at the switch; NAK-triggered CNPs may
+// also precede their NAK by up to earlyCNPWindowNs (the NAK waits out its generation delay).
+const cnpLatencyNs = 20_000
+
+// match pairs the triggers marked due with the observed CNPs, per connection and in time order: a due trigger
+// takes the first unused CNP of its connection within cnpLatencyNs after it (NAKs: from earlyCNPWindowNs
+// before). It returns which triggers got a CNP, the due triggers that did not, and the CNPs left over.
+func (c *cnpState) match(due []bool) (answered []bool, missed, extra []int) {
+	answered = make([]bool, len(c.trigs))
+	used := make([]bool, len(c.cnps))
+	byConn := map[int][]int{} // CNP indices per connection, in time order
+	for j, o := range c.cnps {
+		if o.conn >= 0 {
+			byConn[o.conn] = append(byConn[o.conn], j)
+		}
+	}
+	next := map[int]int{} // per connection: position in byConn of the first CNP not yet passed
+	for i, tr := range c.trigs {
+		if !due[i] {
+			continue
+		}
+		conn := tr.cs.c.Index
+		from := tr.t
+		if tr.kind == trigNAK {
+			from -= earlyCNPWindowNs
+		}
+		list := byConn[conn]
+		k := next[conn]
+		for k < len(list) && c.cnps[list[k]].t < from {
+			k++ // earlier CNPs answer nothing due: they stay unused (extra)
+		}
+		if k < len(list) && c.cnps[list[k]].t-tr.t <= cnpLatencyNs {
+			used[list[k]] = true
+			answered[i] = true
+			k++
+		} else {
+			missed = append(missed, i)
+		}
+		next[conn] = k
+	}
+	for j, o := range c.cnps {
+		if !used[j] && o.conn >= 0 {
+			extra = append(extra, j)
+		}
+	}
+	return answered, missed, extra
+}
+
+// setAnswered records which triggers a CNP answered (for the triggers list of the result).
+func (c *cnpState) setAnswered(ans []bool) {
+	for i := range c.trigs {
+		c.trigs[i].answered = ans[i]
 	}
 }

@@ -58,17 +58,31 @@ func (a *analyzer) counterExpectations(role int, vendor string) []expectation {
 		}
 	}
 	h := a.hosts[role]
+	// The reaction point handles the CNPs delivered to the host when DCQCN's RP is on and ignores them when off.
+	rp := a.opts.Requester
+	if role == roleResponder {
+		rp = a.opts.Responder
+	}
+	handled, ignored := h.cnpRecv, int64(0)
+	handledWhy, ignoredWhy := "CNPs delivered to this host (its DCQCN reaction point is on)", "none: the reaction point is on"
+	if !rp.RPEnabled {
+		handled, ignored = 0, h.cnpRecv
+		handledWhy, ignoredWhy = "none: the reaction point is off", "CNPs delivered to this host (its DCQCN reaction point is off)"
+	}
 	if vendor == "intel" {
 		return []expectation{
 			{"cnpSent", h.cnpSent, "CNPs this host sent in the trace"},
 			{"RxECNMrkd", h.ceRecv, "CE-marked data packets delivered to this host"},
-			{"cnpHandled", h.cnpRecv, "CNPs delivered to this host"},
+			{"cnpHandled", handled, handledWhy},
+			{"cnpIgnored", ignored, ignoredWhy},
 		}
 	}
 	common := []expectation{
 		{"rx_icrc_encapsulated", h.corruptRecv, "corrupted packets delivered to this host"},
 		{"np_ecn_marked_roce_packets", h.ceRecv, "CE-marked data packets delivered to this host"},
 		{"np_cnp_sent", h.cnpSent, "CNPs this host sent in the trace"},
+		{"rp_cnp_handled", handled, handledWhy},
+		{"rp_cnp_ignored", ignored, ignoredWhy},
 	}
 	if role == roleRequester {
 		return append([]expectation{

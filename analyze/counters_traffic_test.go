@@ -49,7 +49,7 @@ func TestCountersNVIDIAMatchAndNotExposed(t *testing.T) {
 		{Host: "responder", Vendor: "nvidia", Start: ps, Finish: pf}}
 	res := counterTrace(t).run(opts)
 	wantOK(t, check(t, res, "gbn", 1))
-	if len(res.Counters) != 11 {
+	if len(res.Counters) != 15 {
 		t.Fatalf("counters %+v", res.Counters)
 	}
 	for _, c := range res.Counters {
@@ -84,8 +84,38 @@ func TestCountersE810CNPSentBug(t *testing.T) {
 	if c := m["responder/RxECNMrkd"]; !c.OK {
 		t.Errorf("RxECNMrkd: %+v", c)
 	}
-	if len(res.Counters) != 3 || res.OK() {
+	if len(res.Counters) != 4 || res.OK() {
 		t.Errorf("counters %+v ok=%v", res.Counters, res.OK())
+	}
+}
+
+// The reaction point handles the CNPs delivered to its host when DCQCN's RP is on, and ignores them when off.
+func TestCountersCNPHandledOrIgnored(t *testing.T) {
+	for _, rpOn := range []bool{true, false} {
+		var handled, ignored uint64
+		if rpOn {
+			handled = 1
+		} else {
+			ignored = 1
+		}
+		rs, rf := snap(map[string]uint64{"cnpHandled": handled, "cnpIgnored": ignored})
+		opts := gbnOpts(4, 1)
+		opts.Requester.Vendor, opts.Requester.RPEnabled = "intel", rpOn
+		opts.Counters = []HostCounters{{Host: "requester", Start: rs, Finish: rf}}
+		res := counterTrace(t).run(opts)
+		m := counterMap(res.Counters)
+		for _, name := range []string{"requester/cnpHandled", "requester/cnpIgnored"} {
+			if c := m[name]; !c.OK {
+				t.Errorf("rp on=%v: %+v", rpOn, c)
+			}
+		}
+		// The other way round is a failed check.
+		rs, rf = snap(map[string]uint64{"cnpHandled": ignored, "cnpIgnored": handled})
+		opts.Counters = []HostCounters{{Host: "requester", Start: rs, Finish: rf}}
+		res = counterTrace(t).run(opts)
+		if m := counterMap(res.Counters); m["requester/cnpHandled"].OK || m["requester/cnpIgnored"].OK {
+			t.Errorf("rp on=%v: swapped handled/ignored counters passed: %+v", rpOn, res.Counters)
+		}
 	}
 }
 

@@ -17,7 +17,7 @@ func (a *analyzer) trafficResults() []TrafficQP {
 				mct = []float64{}
 			}
 			out = append(out, TrafficQP{QP: t.Conn + a.opts.IndexBase, MCTUs: mct, GoodputGbps: t.GoodputGbps, Source: "generator",
-				Status: t.Status})
+				Status: t.Status, DataPackets: t.DataPackets, Retransmissions: t.Retransmissions})
 		}
 		return out
 	}

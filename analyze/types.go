@@ -35,6 +35,7 @@ type NICInfo struct {
 	CNPIntervalNs  int64  `json:"cnp_interval_ns"`  // the limiter's interval; 0 with a scope = every trigger due
 	NAKTriggersCNP bool   `json:"nak_triggers_cnp"` // an out-of-order arrival (NAK) also generates a CNP
 	NPEnabled      bool   `json:"np_enabled"`       // DCQCN notification point on
+	RPEnabled      bool   `json:"rp_enabled"`       // DCQCN reaction point on: CNPs are handled, not ignored
 }
 
 // HostCounters is one host's NIC counters at the start and at the finish of a run, under the vendor's names.
@@ -54,6 +55,10 @@ type TrafficIn struct {
 	// Status is the generator's completion status: ok, or why the connection stopped (retry-exceeded, ...);
 	// "" = unknown. A connection that stopped on an error cannot have a complete trace.
 	Status string `json:"status"`
+	// DataPackets and Retransmissions count the data packets the sender transmitted, and those of them that
+	// were retransmissions, as the sender reports them (nil: unknown).
+	DataPackets     *int64 `json:"data_packets,omitempty"`
+	Retransmissions *int64 `json:"retransmissions,omitempty"`
 }
 
 // Metadata selects where per-packet events and times come from.
@@ -192,6 +197,9 @@ type TrafficQP struct {
 	GoodputGbps float64   `json:"goodput_gbps"`
 	Source      string    `json:"source"`           // generator | trace
 	Status      string    `json:"status,omitempty"` // the generator's completion status, when known
+	// DataPackets and Retransmissions as the sender reports them, when known.
+	DataPackets     *int64 `json:"data_packets,omitempty"`
+	Retransmissions *int64 `json:"retransmissions,omitempty"`
 }
 
 // NoisyNeighbor compares innocent connections' completion times with a baseline.

@@ -221,7 +221,8 @@ func analyzeOptions(sc *scenario.Scenario, conns []ConnRecord, cf *CountersFile,
 		{Host: "responder", Vendor: cf.Responder.Vendor, Start: cf.Responder.Start, Finish: cf.Responder.Finish},
 	}
 	for _, t := range traffic {
-		opts.Traffic = append(opts.Traffic, analyze.TrafficIn{Conn: t.QP - sc.IndexBase, MCTUs: t.MCTUs,
+		dp, rt := int64(t.DataPackets), int64(t.Retransmissions)
+		opts.Traffic = append(opts.Traffic, analyze.TrafficIn{DataPackets: &dp, Retransmissions: &rt, Conn: t.QP - sc.IndexBase, MCTUs: t.MCTUs,
 			GoodputGbps: t.GoodputGbps, Class: trafficClass(sc, t.QP-sc.IndexBase), Status: t.Status})
 	}
 	opts.LinkGbps = sc.Network.LinkGbps
@@ -252,12 +253,12 @@ func nicInfo(sc *scenario.Scenario, h scenario.Host) analyze.NICInfo {
 	if h.RoCEParameters.MinTimeBetweenCNPsUs != nil {
 		configured = *h.RoCEParameters.MinTimeBetweenCNPsUs
 	}
-	np := h.RoCEParameters.DCQCNNPEnable
+	np, rp := h.RoCEParameters.DCQCNNPEnable, h.RoCEParameters.DCQCNRPEnable
 	if h.RoCEParameters.DCQCNEnable != nil {
-		np = *h.RoCEParameters.DCQCNEnable
+		np, rp = *h.RoCEParameters.DCQCNEnable, *h.RoCEParameters.DCQCNEnable
 	}
 	return analyze.NICInfo{Vendor: p.Vendor, Profile: p.Name, CNPScope: p.CNP.Scope,
-		CNPIntervalNs: p.CNPInterval(configured), NAKTriggersCNP: p.CNP.NAKTriggersCNP, NPEnabled: np}
+		CNPIntervalNs: p.CNPInterval(configured), NAKTriggersCNP: p.CNP.NAKTriggersCNP, NPEnabled: np, RPEnabled: rp}
 }
 
 // reconstruct merges the dumps by mirror sequence number into trace.pcapng (nanosecond timestamps, each packet
