@@ -29,16 +29,19 @@ type Options struct {
 // Run runs the scenario on its testbed, writes the results directory and analyzes it.
 // Errors wrapping ErrInput are the scenario's fault (exit status 2).
 func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
+	var backend func(*scenario.Scenario, Options) (*rawResults, error)
 	switch sc.Testbed {
 	case "", "sim":
+		backend = runSim
+	case "netns":
+		backend = runNetns
 	default:
-		return nil, badInputf("%s: testbed %q is not available in this version: only the simulated testbed (sim) runs here",
-			sc.Path, sc.Testbed)
+		return nil, badInputf("%s: testbed %q is not available in this version; expected sim or netns", sc.Path, sc.Testbed)
 	}
 	if err := prepareDir(opts.OutDir); err != nil {
 		return nil, err
 	}
-	raw, err := runSim(sc, opts)
+	raw, err := backend(sc, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -179,21 +182,19 @@ type rawResults struct {
 // dumper writes one dumper's mirrored frames as a nanosecond pcap, undoing the RSS port rewrite as Lumina's
 // dumper does before it writes.
 type dumper struct {
-	f    *os.File
 	w    *trace.PcapWriter
+	bw   *bufio.Writer
 	buf  []byte
 	port uint16
 	err  error
 }
 
-func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
-	cfg, err := netsimConfig(sc)
-	if err != nil {
-		return nil, err
-	}
+// switchSetup gives a netsim.Config (also the netns testbed's description) the injector built from the
+// scenario's events, behind a recorder that remembers each mirrored packet's ITER and connection.
+func switchSetup(sc *scenario.Scenario, cfg *netsim.Config) (*recorder, *error, error) {
 	intents, err := Intents(sc)
 	if err != nil {
-		return nil, badInput(err)
+		return nil, nil, badInput(err)
 	}
 	weights := sc.Network.DumperWeights
 	if len(weights) == 0 {
@@ -204,7 +205,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	}
 	cfg.Dumpers = len(weights)
 	rec := &recorder{}
-	var injectErr error
+	injectErr := new(error)
 	cfg.NewSwitch = func(conns []inject.ConnMeta) (netsim.SwitchLogic, error) {
 		sw, err := inject.New(inject.Config{
 			Conns:         conns,
@@ -216,13 +217,52 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			Ports:         2,
 		})
 		if err != nil {
-			injectErr = err
+			*injectErr = err
 			return nil, err
 		}
 		rec.sw = sw
 		return rec, nil
 	}
+	return rec, injectErr, nil
+}
 
+func (r *recorder) raw() *rawResults {
+	return &rawResults{annotate: func(seq uint64) (int, int, bool) {
+		if seq == 0 || seq > uint64(len(r.iter)) {
+			return 0, 0, false
+		}
+		return int(r.conn[seq-1]), int(r.iter[seq-1]), true
+	}}
+}
+
+// progress returns a netsim progress callback printing a line per second once a run takes more than a second.
+func progress(w io.Writer, cfg *netsim.Config) {
+	if w == nil {
+		return
+	}
+	start := time.Now()
+	last := start
+	cfg.ProgressEvery = 200_000
+	cfg.Progress = func(simNs int64, events uint64) {
+		now := time.Now()
+		if now.Sub(start) < time.Second || now.Sub(last) < time.Second {
+			return
+		}
+		last = now
+		fmt.Fprintf(w, "lumina: simulating... %s simulated, %.1f M events, %.0fs\n",
+			fmtDuration(simNs), float64(events)/1e6, now.Sub(start).Seconds())
+	}
+}
+
+func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
+	cfg, err := netsimConfig(sc)
+	if err != nil {
+		return nil, err
+	}
+	rec, injectErr, err := switchSetup(sc, &cfg)
+	if err != nil {
+		return nil, err
+	}
 	dumps := make([]*dumper, cfg.Dumpers)
 	snap := sc.Network.SnapLen
 	if snap <= 0 {
@@ -233,15 +273,13 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating dump file: %w", err)
 		}
+		defer f.Close()
 		bw := bufio.NewWriterSize(f, 1<<20)
 		w, err := trace.NewPcapWriter(bw, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
 		if err != nil {
-			f.Close()
 			return nil, err
 		}
-		dumps[i] = &dumper{f: f, w: w, port: uint16(sc.RewriteUDPDstPort)}
-		defer f.Close()
-		_ = bw
+		dumps[i] = &dumper{w: w, bw: bw, port: uint16(sc.RewriteUDPDstPort)}
 	}
 	cfg.Dump = func(d int, ts int64, frame []byte) {
 		dp := dumps[d]
@@ -255,24 +293,11 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		n := min(len(dp.buf), snap)
 		dp.err = dp.w.WritePacket(ts, dp.buf[:n], len(dp.buf))
 	}
-	if opts.Progress != nil {
-		start := time.Now()
-		last := start
-		cfg.ProgressEvery = 200_000
-		cfg.Progress = func(simNs int64, events uint64) {
-			now := time.Now()
-			if now.Sub(start) < time.Second || now.Sub(last) < time.Second {
-				return
-			}
-			last = now
-			fmt.Fprintf(opts.Progress, "lumina: simulating... %s simulated, %.1f M events, %.0fs\n",
-				fmtDuration(simNs), float64(events)/1e6, now.Sub(start).Seconds())
-		}
-	}
+	progress(opts.Progress, &cfg)
 
 	res, err := netsim.Run(cfg)
-	if injectErr != nil {
-		return nil, badInputf("%s: %w", sc.Path, injectErr)
+	if *injectErr != nil {
+		return nil, badInputf("%s: %w", sc.Path, *injectErr)
 	}
 	if err != nil {
 		if strings.Contains(err.Error(), "run limit") {
@@ -285,6 +310,9 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		if dp.err == nil {
 			dp.err = dp.w.Close()
 		}
+		if dp.err == nil {
+			dp.err = dp.bw.Flush()
+		}
 		if dp.err != nil {
 			return nil, fmt.Errorf("writing dumper %d: %w", i, dp.err)
 		}
@@ -292,12 +320,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {
 		return nil, err
 	}
-	return &rawResults{annotate: func(seq uint64) (int, int, bool) {
-		if seq == 0 || seq > uint64(len(rec.iter)) {
-			return 0, 0, false
-		}
-		return int(rec.conn[seq-1]), int(rec.iter[seq-1]), true
-	}}, nil
+	return rec.raw(), nil
 }
 
 func fmtDuration(ns int64) string {
