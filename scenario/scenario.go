@@ -217,7 +217,7 @@ type Event struct {
 	QP       int    `json:"qpn" yaml:"qpn"`
 	PSN      int    `json:"psn" yaml:"psn"`
 	PSNAll   bool   `json:"psn-all,omitempty" yaml:"-"` // psn: all (every packet of the scope)
-	Iter     int    `json:"iter" yaml:"iter"` // 0: every round (written iter: all)
+	Iter     int    `json:"iter" yaml:"iter"`           // 0: every round (written iter: all)
 	Msg      *int   `json:"msg,omitempty" yaml:"msg,omitempty"`
 	EveryMsg bool   `json:"every-msg,omitempty" yaml:"every-msg,omitempty"`
 	Every    int    `json:"every,omitempty" yaml:"every,omitempty"`
