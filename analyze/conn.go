@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"lumina/rnic"
 
 	"lumina/roce"
 )
@@ -312,11 +313,10 @@ func (cs *connState) onRNR(p *roce.Packet, pi pktInfo) {
 // with a PSN-sequence-error syndrome followed by a 4-byte payload whose low 24 bits (big-endian) are the
 // PSN of the out-of-order packet that triggered it; a plain go-back-N NAK has no payload.
 func SACKOf(p *roce.Packet) (roce.PSN, bool) {
-	if !p.IsNAK() || p.AETH.NAKCode() != roce.NAKPSNSequenceError || p.PayloadLen < 4 || len(p.Payload) < 4 {
+	if !p.IsNAK() || p.AETH.NAKCode() != roce.NAKPSNSequenceError || p.PayloadLen != rnic.SACKLen {
 		return 0, false
 	}
-	b := p.Payload
-	return roce.PSN(uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])), true
+	return rnic.ParseSACK(p.Payload)
 }
 
 // bitset is a growable set of non-negative rels.

@@ -41,7 +41,7 @@ func (a *analyzer) counterExpectations(role int, vendor string) []expectation {
 			dup += int64(cs.rd.reissueDelivered)
 		case role == roleRequester:
 			if cs.isIRN() {
-				seqErr += int64(cs.irn.recoveries)
+				seqErr += int64(cs.irn.naksSent) // every IRN NAK is a sequence-error NAK the requester receives
 				timeouts += int64(cs.irn.timeoutRounds)
 			} else {
 				seqErr += int64(cs.gbn.nakRounds)

@@ -94,6 +94,7 @@ type host struct {
 	pkt        rnic.Pkt
 	dec        roce.Packet
 	enc        roce.Packet
+	sack       [rnic.SACKLen]byte // the SACK payload of the NAK being encoded
 	stallFrom  int64
 	stallUntil int64
 	zops       *zeroOps
@@ -388,7 +389,7 @@ func (h *host) encode(s *sim, qs *qpState, p *rnic.Pkt) int32 {
 	m := &s.frames.meta[slot]
 	*m = *p
 	m.PSN &= roce.PSNMask
-	if p.Opcode != roce.CNP {
+	if p.Opcode != roce.CNP && !p.HasSACK { // SACK payloads are not zero: no template
 		if t := qs.template(p.Opcode, p.PayloadLen); t != nil {
 			s.frames.bufs[slot] = h.zops.patch(t, s.frames.bufs[slot], s.frames.tmpl[slot] == t, p, qs.tos, h.ipID)
 			s.frames.pristine[slot] = true
@@ -413,6 +414,11 @@ func (h *host) encode(s *sim, qs *qpState, p *rnic.Pkt) int32 {
 		AckReq: p.AckReq, PSN: p.PSN & roce.PSNMask, BECN: p.BECN}
 	e.RETH, e.AETH, e.Imm = p.RETH, p.AETH, p.Imm
 	e.PayloadLen = p.PayloadLen
+	if p.HasSACK {
+		// IRN's NAK carries the SACK PSN after its AETH (rnic.SACKPayload): real bytes, so the trace shows it.
+		h.sack = rnic.SACKPayload(p.SACK)
+		e.Payload = h.sack[:]
+	}
 	if p.Opcode == roce.CNP {
 		e.TOS = h.prof.CNP.DSCP<<2 | 2
 		e.UDPSrc = h.prof.CNP.UDPSrcPort
@@ -426,7 +432,7 @@ func (h *host) encode(s *sim, qs *qpState, p *rnic.Pkt) int32 {
 	}
 	s.frames.bufs[slot] = buf
 	s.frames.pristine[slot] = err == nil
-	if err == nil && p.Opcode != roce.CNP {
+	if err == nil && p.Opcode != roce.CNP && !p.HasSACK {
 		qs.addTemplate(h.zops, e, buf)
 	}
 	return slot
@@ -517,6 +523,9 @@ func (h *host) arrive(s *sim, f int32) {
 		*m = rnic.Pkt{Opcode: p.BTH.Opcode, DestQP: p.BTH.DestQP, PSN: p.BTH.PSN, AckReq: p.BTH.AckReq,
 			SE: p.BTH.SE, MigReq: p.BTH.MigReq, BECN: p.BTH.BECN, AETH: p.AETH, RETH: p.RETH, Imm: p.Imm,
 			PayloadLen: p.PayloadLen, CE: p.ECN() == 3, Msg: -1}
+		if p.IsNAK() {
+			m.SACK, m.HasSACK = rnic.ParseSACK(p.Payload)
+		}
 		srcIP = p.SrcIP
 	}
 	qi, ok := h.byQPN[m.DestQP]

@@ -188,3 +188,17 @@ func (q *QP) irnTimeout() {
 	q.retxCursor = q.sndUna
 	q.retxPending = true
 }
+
+// SACKPayload is the wire form of IRN's selective acknowledgement: the SACKLen bytes a NAK carries after its
+// AETH — one reserved zero byte, then the 24-bit PSN that triggered the NAK, big-endian.
+func SACKPayload(psn roce.PSN) [SACKLen]byte {
+	return [SACKLen]byte{0, byte(psn >> 16), byte(psn >> 8), byte(psn)}
+}
+
+// ParseSACK reads the SACK PSN from a NAK's payload; false when the payload is not a SACK.
+func ParseSACK(payload []byte) (roce.PSN, bool) {
+	if len(payload) != SACKLen || payload[0] != 0 {
+		return 0, false
+	}
+	return roce.PSN(uint32(payload[1])<<16 | uint32(payload[2])<<8 | uint32(payload[3])), true
+}

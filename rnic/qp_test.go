@@ -489,3 +489,19 @@ func TestRNRWaitLongerThanTimeout(t *testing.T) {
 		t.Errorf("finished at %d ns: the RNR timer (655 ms) was not waited", h.now)
 	}
 }
+
+func TestSACKWireForm(t *testing.T) {
+	for _, psn := range []roce.PSN{0, 1, 0x123456, 0xffffff} {
+		b := SACKPayload(psn)
+		got, ok := ParseSACK(b[:])
+		if !ok || got != psn {
+			t.Errorf("SACK %#x: round trip gave %#x %v", psn, got, ok)
+		}
+	}
+	if _, ok := ParseSACK([]byte{1, 0, 0, 5}); ok {
+		t.Error("a non-zero reserved byte is not a SACK")
+	}
+	if _, ok := ParseSACK([]byte{0, 0, 5}); ok {
+		t.Error("3 bytes are not a SACK")
+	}
+}
