@@ -116,6 +116,42 @@ type analyzer struct {
 	checks   []*Check
 	// cnpDueLast is the configured limiter's state while replaying it over the triggers.
 	cnpDueLast map[scopeKey]int64
+	// discards is, per host role, how many packets the NIC's counters say it discarded after they passed the
+	// switch: losses the trace cannot show, which explain NAKs and re-issues for packets it saw delivered.
+	discards [2]int64
+	// nicLosses counts the recoveries so explained.
+	nicLosses int
+}
+
+// hostDiscards sums, per host, the changes of the counters whose name says "discard".
+func hostDiscards(opts Options) [2]int64 {
+	var d [2]int64
+	for _, hc := range opts.Counters {
+		role := -1
+		for i, n := range roleNames {
+			if hc.Host == n {
+				role = i
+			}
+		}
+		if role < 0 {
+			continue
+		}
+		for name, f := range hc.Finish {
+			if s, ok := hc.Start[name]; ok && f > s && strings.Contains(strings.ToLower(name), "discard") {
+				d[role] += int64(f - s)
+			}
+		}
+	}
+	return d
+}
+
+// receiverDiscarded tells whether the data receiver of a connection discarded packets inside its NIC.
+func (cs *connState) receiverDiscarded() bool {
+	recv := roleResponder
+	if cs.c.Verb == VerbRead {
+		recv = roleRequester
+	}
+	return cs.a.discards[recv] > 0
 }
 
 func newAnalyzer(opts Options) *analyzer {
@@ -125,6 +161,7 @@ func newAnalyzer(opts Options) *analyzer {
 	if a.maxViol <= 0 {
 		a.maxViol = 100
 	}
+	a.discards = hostDiscards(opts)
 	a.decided = a.meta != MetaAuto
 	a.cnp.init()
 	for i, c := range opts.Conns {

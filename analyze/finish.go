@@ -86,6 +86,7 @@ func (a *analyzer) finish() *Analysis {
 		}
 		return a.checks[i].Analyzer < a.checks[j].Analyzer
 	})
+	res.NICLosses = a.nicLosses
 	res.Checks = make([]Check, 0, len(a.checks))
 	for _, c := range a.checks {
 		c.OK = c.OK || c.ViolationCount == 0

@@ -174,7 +174,11 @@ func (g *gbnState) onNAKSeen(cs *connState, r int64, pi pktInfo, hasSACK bool) {
 		cs.violate(gbn, pi.idx, "second NAK for the same sequence error (expected PSN %d, first NAK at packet %d)",
 			cs.abs(g.seqErrRel), g.firstNAKIdx)
 	case g.seqErr:
-		if r != g.seqErrRel {
+		switch {
+		case r < g.seqErrRel && cs.receiverDiscarded():
+			// The NIC discarded PSN r.. after the switch: its sequence error starts there.
+			g.nicLoss(cs, r)
+		case r != g.seqErrRel:
 			cs.violate(gbn, pi.idx, "NAK for PSN %d but expected PSN is %d", cs.abs(r), cs.abs(g.seqErrRel))
 		}
 		g.seqErrNAKed, g.firstNAKIdx = true, pi.idx
@@ -183,11 +187,25 @@ func (g *gbnState) onNAKSeen(cs *connState, r int64, pi pktInfo, hasSACK bool) {
 	case hasSACK:
 		cs.violate(gbn, pi.idx, "NAK for PSN %d selectively acknowledges a packet: go-back-N sends one NAK per sequence error, after which out-of-order packets are discarded silently",
 			cs.abs(r))
+	case r < g.ePSN && cs.receiverDiscarded():
+		// Packets from PSN r on passed the switch but the receiving NIC discarded them (its discard counters
+		// moved): the NAK is the NIC's, for a loss the trace cannot show.
+		g.nicLoss(cs, r)
+		g.seqErr, g.seqErrRel, g.seqErrOOS, g.seqErrIdx, g.seqErrNAKed, g.firstNAKIdx = true, r, g.ePSN, pi.idx, true, pi.idx
+		g.episodes++
 	default:
 		cs.violate(gbn, pi.idx, "NAK for PSN %d without a sequence error: every packet up to PSN %d arrived in order",
 			cs.abs(r), cs.abs(g.ePSN-1))
 	}
 	g.ackOrder(cs, r-1, pi, "NAK", r)
+}
+
+// nicLoss rewinds the receiver to PSN r: the packets from there on were lost inside the receiving NIC.
+func (g *gbnState) nicLoss(cs *connState, r int64) {
+	if r < g.ePSN {
+		g.ePSN = r
+	}
+	cs.a.nicLosses++
 }
 
 func (g *gbnState) onAckDelivered(r int64) {

@@ -265,3 +265,43 @@ func TestStoppedOnErrorIsNotIncomplete(t *testing.T) {
 		}
 	}
 }
+
+// A NAK for a packet the trace shows delivered is a violation, unless the receiving NIC's discard counters
+// moved: then the packet was lost inside the NIC, after the switch, and the NAK is right.
+func TestNAKForPacketLostInsideTheNIC(t *testing.T) {
+	build := func() *builder {
+		b := &builder{t: t}
+		b.data(wc, 0, roce.RCWriteFirst, 0, 0)
+		b.data(wc, 1, roce.RCWriteMiddle, 0, 1) // passes the switch, discarded by the responder's NIC
+		b.data(wc, 2, roce.RCWriteMiddle, 0, 2)
+		b.nak(wc, 1, 3)
+		b.data(wc, 1, roce.RCWriteMiddle, 0, 10)
+		b.data(wc, 2, roce.RCWriteMiddle, 0, 11)
+		b.data(wc, 3, roce.RCWriteLast, 0, 12)
+		b.ack(wc, 3, 13)
+		return b
+	}
+	opts := gbnOpts(4, 1)
+	res := build().run(opts)
+	if check(t, res, "gbn", 1).OK {
+		t.Fatal("a NAK for a delivered packet passed without any NIC discard to explain it")
+	}
+	for _, d := range []uint64{0, 1} {
+		ps, pf := snap(map[string]uint64{"rx_discards_phy": d, "duplicate_request": 0})
+		opts.Counters = []HostCounters{{Host: "responder", Vendor: "nvidia", Start: ps, Finish: pf}}
+		res = build().run(opts)
+		if got := check(t, res, "gbn", 1).OK; got != (d > 0) {
+			t.Errorf("rx_discards_phy +%d: gbn ok=%v", d, got)
+		}
+		if d > 0 && res.NICLosses != 1 {
+			t.Errorf("nic_losses = %d, want 1", res.NICLosses)
+		}
+		m := counterMap(res.Counters)
+		if c := m["responder/rx_discards_phy"]; c.OK != (d == 0) {
+			t.Errorf("rx_discards_phy +%d: %+v", d, c)
+		}
+		if c := m["responder/duplicate_request"]; d > 0 && (!c.OK || c.Note == "") {
+			t.Errorf("duplicate_request with NIC discards should be undetermined: %+v", c)
+		}
+	}
+}

@@ -94,6 +94,13 @@ func (cs *connState) onReadRequest(p *roce.Packet, pi pktInfo) {
 				cs.abs(r), cs.abs(end), rg.idx, cs.abs(rg.start), cs.abs(rg.end))
 		}
 		trig := TriggerTimeout
+		if r < s.ePSN && cs.receiverDiscarded() {
+			// Responses from PSN r on passed the switch but the requester's NIC discarded them: a gap the NIC
+			// saw and the trace cannot show.
+			s.ePSN = r
+			s.gap, s.gapReissued = true, false
+			cs.a.nicLosses++
+		}
 		if s.gap && !s.gapReissued {
 			trig = TriggerReadReissue
 			s.reissueGap++

@@ -78,6 +78,9 @@ func (a *analyzer) noisyNeighbor(tr []TrafficQP) *NoisyNeighbor {
 		return nil
 	}
 	nn.InnocentMedianMCTUs = median(all)
+	for _, v := range all {
+		nn.InnocentMeanMCTUs += v / float64(len(all))
+	}
 	nn.BaselineUs, nn.BaselineSource = a.opts.IdealMCTUs, "ideal"
 	if nn.BaselineUs <= 0 {
 		nn.BaselineUs, nn.BaselineSource = median(fastest), "fastest-message"

@@ -120,6 +120,9 @@ type Analysis struct {
 	// CaptureGaps counts data PSNs a plain capture skipped without any retransmission: packets the capture
 	// missed, assumed sent and delivered.
 	CaptureGaps int `json:"capture_gaps"`
+	// NICLosses counts recoveries for packets the trace shows delivered but the receiving NIC discarded (its
+	// discard counters moved): the checkers accept the NAK or re-issue instead of reporting a violation.
+	NICLosses int `json:"nic_losses"`
 }
 
 // Check is one analyzer's verdict on one connection.
@@ -207,6 +210,7 @@ type NoisyNeighbor struct {
 	InnocentQPs         []int   `json:"innocent_qps"`
 	VictimQPs           []int   `json:"victim_qps"`
 	InnocentMedianMCTUs float64 `json:"innocent_median_mct_us"`
+	InnocentMeanMCTUs   float64 `json:"innocent_mean_mct_us"` // the paper's figure 11 reports the average
 	BaselineUs          float64 `json:"baseline_us"`
 	BaselineSource      string  `json:"baseline_source"` // ideal | fastest-message
 	Ratio               float64 `json:"ratio"`
