@@ -179,7 +179,6 @@ func retransmissions(w io.Writer, rs []analyze.Retransmission, max int) {
 	fmt.Fprintln(tw, "QP\tPSN\tMSG\tITER\tEVENT\tTRIGGER\tNACK-GEN us\tNACK-REACT us\tTOTAL us\t")
 	for i, r := range rs {
 		if i == max {
-			fmt.Fprintf(tw, "... %d more\t\t\t\t\t\t\t\t\t\n", len(rs)-max)
 			break
 		}
 		trig := "-"
@@ -190,6 +189,9 @@ func retransmissions(w io.Writer, rs []analyze.Retransmission, max int) {
 			fnum(r.NACKGenerationUs), fnum(r.NACKReactionUs), fnum(r.LatencyUs))
 	}
 	tw.Flush()
+	if len(rs) > max {
+		fmt.Fprintf(w, "  ... %d more (analysis.json has them all)\n", len(rs)-max)
+	}
 }
 
 func cnp(w io.Writer, c *analyze.CNPResult) {
@@ -237,9 +239,10 @@ func traffic(w io.Writer, o *testbed.Outcome, a *analyze.Analysis) {
 	fmt.Fprintln(w, "\ntraffic")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "QP\tMSGS\tMCT avg us\tMCT max us\tGOODPUT Gb/s\tRETX\tSTATUS\t")
+	more := 0
 	for i, t := range o.Traffic {
 		if i == 16 && len(o.Traffic) > 20 {
-			fmt.Fprintf(tw, "... %d more\t\t\t\t\t\t\t\n", len(o.Traffic)-16)
+			more = len(o.Traffic) - 16
 			break
 		}
 		avg, mx := 0.0, 0.0
@@ -254,6 +257,9 @@ func traffic(w io.Writer, o *testbed.Outcome, a *analyze.Analysis) {
 			t.GoodputGbps, t.Retransmissions, t.Status)
 	}
 	tw.Flush()
+	if more > 0 {
+		fmt.Fprintf(w, "  ... %d more connections (traffic.json has them all)\n", more)
+	}
 	if nn := a.NoisyNeighbor; nn != nil && nn.Flagged {
 		fmt.Fprintf(w, "  [PROBLEM] noisy neighbor: innocent connections' median MCT %.1f us is %.0fx the baseline %.1f us\n",
 			nn.InnocentMedianMCTUs, nn.Ratio, nn.BaselineUs)
