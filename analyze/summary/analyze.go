@@ -223,8 +223,11 @@ func (s *Source) Report() (*Report, error) {
 	return r, s.readErr
 }
 
-// Close closes the captures.
+// Close closes the captures (and stops the ICRC workers if Report was not called).
 func (s *Source) Close() {
+	if s.stats != nil {
+		s.stats.finishICRC()
+	}
 	for _, c := range s.closers {
 		c.Close()
 	}

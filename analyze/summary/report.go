@@ -202,6 +202,7 @@ const (
 
 // Report builds the report of what was added so far. It may be called at any time.
 func (s *Stats) Report() *Report {
+	s.finishICRC()
 	r := &Report{
 		Packets:          s.packets,
 		Bytes:            s.bytes,

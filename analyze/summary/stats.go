@@ -59,7 +59,8 @@ type Stats struct {
 	etherTypes map[uint16]int64 // frames with an EtherType that is neither IP nor RoCE
 
 	roce, v1, v2, v2IPv6, truncHdr int64
-	icrc                           [3]int64 // indexed by roce.ICRCStatus
+	icrc                           [3]int64  // indexed by roce.ICRCStatus
+	icrcPool                       *icrcPool // verifies ICRCs on another core; nil: in line
 	opcodes                        [256]int64
 	ecn                            [4]int64
 	dscp                           [64]int64
@@ -100,11 +101,27 @@ func NewStats(opts Options) *Stats {
 	if opts.Port == 0 {
 		opts.Port = roce.UDPPort
 	}
-	return &Stats{
+	s := &Stats{
 		opts:       opts,
 		linkTypes:  make(map[uint32]int64, 2),
 		etherTypes: make(map[uint16]int64),
 		flows:      make(map[flowKey]*flow),
+	}
+	if !opts.SkipICRC {
+		s.icrcPool = newICRCPool()
+	}
+	return s
+}
+
+// finishICRC waits for the ICRC workers and adds their totals; Report calls it, Close too.
+func (s *Stats) finishICRC() {
+	if s.icrcPool == nil {
+		return
+	}
+	c := s.icrcPool.finish()
+	s.icrcPool = nil
+	for i, n := range c {
+		s.icrc[i] += n
 	}
 }
 
@@ -179,9 +196,12 @@ func (s *Stats) AddFrame(data []byte, origLen int, ts int64) {
 	if p.Reason == roce.ReasonShortBTH {
 		s.truncHdr++
 	}
-	if s.opts.SkipICRC {
+	switch {
+	case s.opts.SkipICRC || p.Truncated:
 		s.icrc[roce.ICRCNotCheckable]++
-	} else {
+	case s.icrcPool != nil:
+		s.icrcPool.add(data)
+	default:
 		s.icrc[p.CheckICRC()]++
 	}
 	if p.BTHOffset+roce.BTHLen > len(data) {

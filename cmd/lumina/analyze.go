@@ -22,6 +22,7 @@ func newAnalyzeCmd(stdout, stderr io.Writer) *cobra.Command {
 		port    uint16
 		top     int
 		noCheck bool
+		noICRC  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "analyze CAPTURE... | RESULTS_DIR",
@@ -67,7 +68,7 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 			if err != nil {
 				return badInput("--order: %v", err)
 			}
-			opts := summary.Options{Order: ord, Port: port, TopFlows: top}
+			opts := summary.Options{Order: ord, Port: port, TopFlows: top, SkipICRC: noICRC}
 			doc, err := analyzeCaptures(args, opts, !noCheck)
 			if err != nil {
 				return captureError(err)
@@ -90,6 +91,7 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 	cmd.Flags().Uint16Var(&port, "port", 4791, "RoCEv2 UDP destination port")
 	cmd.Flags().IntVar(&top, "top", 20, "flows listed in the summary (negative: all)")
 	cmd.Flags().BoolVar(&noCheck, "no-checks", false, "only the packet summary: skip the go-back-N, latency and CNP checkers")
+	cmd.Flags().BoolVar(&noICRC, "no-icrc", false, "do not verify ICRCs (counted as not checked): decode-only speed")
 	return cmd
 }
 
