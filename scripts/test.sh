@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The project's test command (README "Set up"): installs what the tests need, then runs the formatting,
+# vet and staticcheck gates, the whole test suite, and bounded fuzzing of the decoders and readers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH)/bin"
+FUZZTIME="${FUZZTIME:-15s}"
+
+step() { printf '\n== %s\n' "$*"; }
+
+if ! command -v tshark >/dev/null 2>&1; then
+	step "installing tshark (golden decoding tests compare every header field with it)"
+	if [ "$(id -u)" = 0 ]; then
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null
+		echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+		apt-get install -y -qq tshark >/dev/null
+	else
+		echo "tshark missing and not root: the tshark golden tests will fail" >&2
+	fi
+fi
+
+if ! command -v staticcheck >/dev/null 2>&1; then
+	step "installing staticcheck"
+	GOFLAGS= go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "not gofmt'ed:"; echo "$unformatted"; exit 1
+fi
+
+step "go vet"
+go vet ./...
+
+step "staticcheck"
+staticcheck ./...
+
+step "go test"
+go test -count=1 ./...
+
+step "fuzz (bounded: $FUZZTIME each)"
+# Every Fuzz target of the repository, each for a bounded time: hostile bytes must never panic.
+for file in $(grep -rl --include='*_test.go' '^func Fuzz' .); do
+	for target in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$file" | sed 's/func //'); do
+		echo "-- $target ($(dirname "$file"))"
+		go test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 5s "./$(dirname "${file#./}")"
+	done
+done
+echo "all tests passed"
