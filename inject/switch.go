@@ -93,7 +93,7 @@ type Switch struct {
 	entries []entry
 	rewrite uint16
 	rng     rand.PCG
-	wrr     wrr
+	wrr     WRR
 	c       counters
 	seq     uint64
 	pkt     roce.Packet
@@ -327,7 +327,7 @@ func (s *Switch) mirror(now int64, frame []byte, p *roce.Packet, act ActionKind,
 	s.seq = seq
 	v.Mirror = m
 	v.Seq = seq
-	v.Dumper = s.wrr.next()
+	v.Dumper = s.wrr.Next()
 	s.c.mirrored++
 	s.c.perDumper[v.Dumper]++
 }

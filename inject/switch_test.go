@@ -441,11 +441,11 @@ func TestMirrorMetadataAndDumpers(t *testing.T) {
 
 // TestWRRSmooth checks the weighted round robin's shares and that no dumper waits longer than its fair gap.
 func TestWRRSmooth(t *testing.T) {
-	w := newWRR([]int{5, 1, 1})
+	w := NewWRR([]int{5, 1, 1})
 	count := make([]int, 3)
 	last := []int{-1, -1, -1}
 	for i := range 700 {
-		d := w.next()
+		d := w.Next()
 		count[d]++
 		if d > 0 && last[d] >= 0 && i-last[d] != 7 {
 			t.Fatalf("dumper %d picked at %d and %d; want every 7th pick", d, last[d], i)

@@ -140,7 +140,7 @@ func New(cfg Config) (*Switch, error) {
 		meta:    make([]ConnMeta, len(cfg.Conns)),
 		connMap: make(map[connKey]connRef, 2*len(cfg.Conns)),
 		rewrite: cfg.RewritePort,
-		wrr:     newWRR(weights),
+		wrr:     NewWRR(weights),
 	}
 	s.rng = *rand.NewPCG(cfg.Seed, 0x6c756d696e61) // second word: "lumina", so seed 0 is still a usable stream
 	s.c.init(ports, len(weights))

@@ -38,7 +38,7 @@ type Learner struct {
 	metas   []inject.ConnMeta
 	byKey   map[learnKey]int
 	intents map[int][]inject.Intent
-	wrr     smoothWRR
+	wrr     inject.WRR
 	seq     uint64
 	rng     rand.PCG
 	pkt     roce.Packet
@@ -69,7 +69,7 @@ func NewLearner(cfg LearnConfig) (*Learner, error) {
 		return nil, fmt.Errorf("learning mode: %w", err)
 	}
 	l := &Learner{cfg: cfg, base: base, byKey: map[learnKey]int{}, intents: map[int][]inject.Intent{},
-		wrr: newSmoothWRR(weights), perDump: make([]uint64, len(weights))}
+		wrr: inject.NewWRR(weights), perDump: make([]uint64, len(weights))}
 	for i, w := range weights {
 		if w < 1 {
 			return nil, fmt.Errorf("learning mode: dumper %d has weight %d; expected a positive integer", i, w)
@@ -118,7 +118,7 @@ func (l *Learner) Process(now int64, inPort int, frame []byte, v *inject.Verdict
 	// Global metadata: one sequence space and one dumper choice over all the per-connection switches.
 	l.seq = l.seq%(1<<48-1) + 1
 	v.Seq = l.seq
-	v.Dumper = l.wrr.next()
+	v.Dumper = l.wrr.Next()
 	l.perDump[v.Dumper]++
 	m := trace.Mirror{Event: trace.EventType(v.Event), Seq: l.seq, TimestampNs: uint64(now) & (1<<48 - 1)}
 	if err := trace.EncodeMirror(v.Mirror, m); err != nil {
@@ -218,34 +218,6 @@ func (l *Learner) Entries() []inject.Entry {
 		}
 	}
 	return out
-}
-
-// smoothWRR is smooth weighted round robin, as inject's (which is unexported): each pick adds every weight to
-// its credit, takes the largest credit (lowest index on ties) and charges it the total.
-type smoothWRR struct {
-	weight, credit []int64
-	total          int64
-}
-
-func newSmoothWRR(weights []int) smoothWRR {
-	w := smoothWRR{weight: make([]int64, len(weights)), credit: make([]int64, len(weights))}
-	for i, x := range weights {
-		w.weight[i] = int64(x)
-		w.total += int64(x)
-	}
-	return w
-}
-
-func (w *smoothWRR) next() int {
-	best := 0
-	for i := range w.weight {
-		w.credit[i] += w.weight[i]
-		if w.credit[i] > w.credit[best] {
-			best = i
-		}
-	}
-	w.credit[best] -= w.total
-	return best
 }
 
 func put48(b []byte, v uint64) {
