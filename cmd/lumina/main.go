@@ -73,6 +73,6 @@ Exit status: 0 every check passed, 1 a check or expectation failed, 2 bad input,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(stdout, stderr), newAnalyzeCmd(stdout, stderr), newProfilesCmd(stdout),
-		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr))
+		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr), newSearchCmd(stdout, stderr))
 	return root
 }

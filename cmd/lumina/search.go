@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"lumina/search"
+)
+
+func newSearchCmd(stdout, stderr io.Writer) *cobra.Command {
+	cfg := search.DefaultConfig()
+	var profile, out, restrict string
+	var jsonOut, resume bool
+	cmd := &cobra.Command{
+		Use:   "search --profile NAME",
+		Short: "Search the workload space for performance anomalies (pause, low throughput), as Collie does",
+		Long: `search explores Collie's workload space (QP type and opcode, QPs, MTU, WQE batch, SGEs, WQ depth,
+MRs, request sizes, direction, memory placement) on two simulated hosts with the named NIC profile, looking
+for PFC pause (pause duration ratio above 0.1%) or throughput 20% below both the bits/s and packets/s limits.
+Each anomaly is reduced to its minimal feature set and written with a scenario that reproduces it:
+
+  DIR/anomalies.json   [{"id", "symptom", "mfs", "scenario", "found_at_evaluation", "counters", ...}]
+  DIR/search.jsonl     one line per evaluation: workload, metrics, energy, accepted
+  DIR/scenarios/       anomaly-N.yaml, for lumina run
+
+The search is deterministic for a seed and resumable (--resume, with the same options and a larger
+--budget). With --restrict SPACE.yaml it answers whether that narrowed space holds an anomaly:
+exit status 1 when it does, 0 when it does not (2: bad input).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if profile == "" {
+				return badInput("--profile is required (profiles with an evaluator: %v)", search.Profiles())
+			}
+			ev, err := search.EvaluatorFor(profile)
+			if err != nil {
+				return badInput("%v", err)
+			}
+			if restrict != "" {
+				data, err := os.ReadFile(restrict)
+				if err != nil {
+					return badInput("reading the restriction: %v", err)
+				}
+				sp, err := search.ParseRestrict(restrict, data, cfg.Space)
+				if err != nil {
+					return badInput("%v", err)
+				}
+				full := cfg.Space
+				cfg.Space, cfg.MFSSpace = sp, &full
+			}
+			if err := cfg.Check(); err != nil {
+				return badInput("%v", err)
+			}
+			if !jsonOut {
+				cfg.Progress = progressPrinter(stderr)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			res, err := search.RunDir(ctx, ev, cfg, search.DirOptions{Dir: out, Profile: profile, Resume: resume})
+			if err != nil {
+				if res == nil {
+					return badInput("%v", err)
+				}
+				return fail(exitFailed, err)
+			}
+			if jsonOut {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(struct {
+					Profile string `json:"profile"`
+					Algo    string `json:"algo"`
+					Seed    uint64 `json:"seed"`
+					Out     string `json:"out"`
+					*search.Result
+				}{profile, cfg.Algo, cfg.Seed, out, res}); err != nil {
+					return fail(exitFailed, err)
+				}
+			} else {
+				printSearchSummary(stdout, out, res)
+			}
+			if res.Interrupted {
+				return fail(exitFailed, fmt.Errorf("interrupted after %d evaluations; continue with --resume", res.Evaluations))
+			}
+			if restrict != "" && len(res.Anomalies) > 0 {
+				return fail(exitFailed, fmt.Errorf("the restricted space %s contains an anomaly (%d found); see %s",
+					restrict, len(res.Anomalies), out))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&profile, "profile", "", "NIC profile of both simulated hosts")
+	f.StringVar(&cfg.Algo, "algo", cfg.Algo, "search algorithm: random, ga (Lumina's genetic fuzzing) or sa (Collie's simulated annealing)")
+	f.BoolVar(&cfg.MFS, "mfs", cfg.MFS, "reduce each anomaly to its minimal feature set and skip workloads inside known ones")
+	f.IntVar(&cfg.Budget, "budget", cfg.Budget, "evaluations, MFS probes included")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random choice of the search")
+	f.StringVar(&out, "out", "search-results", "results directory")
+	f.BoolVar(&jsonOut, "json", false, "print the result as JSON (no progress line)")
+	f.StringVar(&restrict, "restrict", "", "YAML file narrowing the space; exit 1 if it contains an anomaly")
+	f.BoolVar(&resume, "resume", false, "continue the search recorded in --out (same options, larger --budget)")
+	return cmd
+}
+
+// progressPrinter reports at most once a second: evaluations, rate, best energy, anomalies.
+func progressPrinter(w io.Writer) func(search.Progress) {
+	var last time.Time
+	return func(p search.Progress) {
+		if time.Since(last) < time.Second && p.Evaluations < p.Budget {
+			return
+		}
+		last = time.Now()
+		rate := float64(p.Evaluations) / max(p.Elapsed.Seconds(), 1e-9)
+		fmt.Fprintf(w, "search: %d/%d evaluations (%.0f/s), best energy %.3g, %d anomalies, %d skipped\n",
+			p.Evaluations, p.Budget, rate, p.BestEnergy, p.Anomalies, p.Skipped)
+	}
+}
+
+func printSearchSummary(w io.Writer, dir string, res *search.Result) {
+	fmt.Fprintf(w, "%d anomalies in %d evaluations (%d proposals skipped inside known MFS); results in %s\n",
+		len(res.Anomalies), res.Evaluations, res.Skipped, dir)
+	if len(res.Anomalies) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSYMPTOM\tFOUND AT\tMINIMAL FEATURE SET\tSCENARIO")
+	for _, a := range res.Anomalies {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", a.ID, a.Symptom, a.FoundAt, a.MFS, a.Scenario)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,538 @@
+package search
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// MFS is a minimal feature set (Collie §5.2): the conditions on each dimension an anomaly needs, found one
+// factor at a time. A dimension the anomaly does not depend on is absent. Keys are the workload's JSON
+// dimension names, plus msg_mix for anomalies that need a mixture of small and large requests.
+type MFS map[string]Cond
+
+// Cond is one dimension's condition. Range dimensions (num_qps, wqe_batch, sge, wq_depth, num_mrs, mr_size)
+// hold [Low, High]; msg_sizes [Low, High] bounds every request size; msg_mix [Low, High] requires at least one
+// request of at most Low bytes and one of at least High bytes; mtu lists Ints; qp_type, opcode, direction,
+// memory and events (event types present) list Values.
+type Cond struct {
+	Low, High int
+	Values    []string
+	Ints      []int
+}
+
+type condKind int
+
+const (
+	kindRange condKind = iota
+	kindInts
+	kindStrings
+)
+
+func dimKind(name string) (condKind, bool) {
+	switch name {
+	case "num_qps", "wqe_batch", "sge", "wq_depth", "num_mrs", "mr_size", "msg_sizes", "msg_mix":
+		return kindRange, true
+	case "mtu":
+		return kindInts, true
+	case "qp_type", "opcode", "direction", "memory", "events":
+		return kindStrings, true
+	}
+	return 0, false
+}
+
+// mfsDims is the order dimensions are probed and printed in.
+var mfsDims = []string{"qp_type", "opcode", "num_qps", "mtu", "wqe_batch", "sge", "wq_depth", "num_mrs",
+	"mr_size", "msg_sizes", "msg_mix", "direction", "memory", "events"}
+
+// Match reports whether w lies inside the feature set: every condition holds.
+func (m MFS) Match(w Workload) bool {
+	for dim, c := range m {
+		if !c.holds(dim, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c Cond) holds(dim string, w Workload) bool {
+	switch dim {
+	case "mtu":
+		return slices.Contains(c.Ints, w.MTU)
+	case "qp_type":
+		return slices.Contains(c.Values, w.QPType)
+	case "opcode":
+		return slices.Contains(c.Values, w.Opcode)
+	case "direction":
+		return slices.Contains(c.Values, w.Direction)
+	case "memory":
+		return slices.Contains(c.Values, w.Memory)
+	case "events":
+		for _, e := range w.Events {
+			if slices.Contains(c.Values, e.Type) {
+				return true
+			}
+		}
+		return false
+	case "msg_sizes":
+		return len(w.MsgSizes) > 0 && slices.Min(w.MsgSizes) >= c.Low && slices.Max(w.MsgSizes) <= c.High
+	case "msg_mix":
+		return len(w.MsgSizes) > 0 && slices.Min(w.MsgSizes) <= c.Low && slices.Max(w.MsgSizes) >= c.High
+	}
+	if d, ok := orderedDimByName(dim); ok {
+		v := *d.ptr(&w)
+		return v >= c.Low && v <= c.High
+	}
+	return false
+}
+
+// MarshalJSON writes {DIMENSION: [LOW, HIGH] or [VALUE, ...]} with keys sorted.
+func (m MFS) MarshalJSON() ([]byte, error) {
+	out := make(map[string]any, len(m))
+	for dim, c := range m {
+		k, ok := dimKind(dim)
+		if !ok {
+			return nil, fmt.Errorf("mfs: unknown dimension %q", dim)
+		}
+		switch k {
+		case kindRange:
+			out[dim] = []int{c.Low, c.High}
+		case kindInts:
+			out[dim] = c.Ints
+		default:
+			out[dim] = c.Values
+		}
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, rejecting unknown dimensions and malformed conditions.
+func (m *MFS) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("mfs: %w", err)
+	}
+	out := MFS{}
+	for dim, r := range raw {
+		k, ok := dimKind(dim)
+		if !ok {
+			return fmt.Errorf("mfs: unknown dimension %q (expected one of %s)", dim, strings.Join(mfsDims, ", "))
+		}
+		var c Cond
+		switch k {
+		case kindRange:
+			var lh []int
+			if err := json.Unmarshal(r, &lh); err != nil || len(lh) != 2 {
+				return fmt.Errorf("mfs: %s: expected [LOW, HIGH] integers, got %s", dim, r)
+			}
+			c.Low, c.High = lh[0], lh[1]
+		case kindInts:
+			if err := json.Unmarshal(r, &c.Ints); err != nil || len(c.Ints) == 0 {
+				return fmt.Errorf("mfs: %s: expected a non-empty list of integers, got %s", dim, r)
+			}
+		default:
+			if err := json.Unmarshal(r, &c.Values); err != nil || len(c.Values) == 0 {
+				return fmt.Errorf("mfs: %s: expected a non-empty list of strings, got %s", dim, r)
+			}
+		}
+		out[dim] = c
+	}
+	*m = out
+	return nil
+}
+
+// String is a one-line human form: "qp_type=ud wqe_batch=64..128 wq_depth=256..1024".
+func (m MFS) String() string {
+	var parts []string
+	for _, dim := range mfsDims {
+		c, ok := m[dim]
+		if !ok {
+			continue
+		}
+		k, _ := dimKind(dim)
+		switch {
+		case dim == "msg_mix":
+			parts = append(parts, fmt.Sprintf("msg_mix=(<=%s & >=%s)", size(c.Low), size(c.High)))
+		case k == kindRange && c.Low == c.High:
+			parts = append(parts, fmt.Sprintf("%s=%s", dim, size(c.Low)))
+		case k == kindRange:
+			parts = append(parts, fmt.Sprintf("%s=%s..%s", dim, size(c.Low), size(c.High)))
+		case k == kindInts:
+			parts = append(parts, fmt.Sprintf("%s=%s", dim, strings.Trim(fmt.Sprint(c.Ints), "[]")))
+		default:
+			parts = append(parts, fmt.Sprintf("%s=%s", dim, strings.Join(c.Values, ",")))
+		}
+	}
+	if len(parts) == 0 {
+		return "(any workload)"
+	}
+	return strings.Join(parts, " ")
+}
+
+// probeFunc evaluates workloads (in parallel, cached) and returns each one's symptom.
+type probeFunc func([]Workload) ([]Symptom, error)
+
+// findMFS runs the minimal-feature-set algorithm on an anomalous point p: one factor at a time, every other
+// dimension held at p's value, it tests the other values of each categorical dimension and walks each ordered
+// dimension outward over its discretized regions until the anomaly (the same symptom) disappears. A dimension
+// whose every valid value keeps the anomaly is dropped. Invalid probes (e.g. a WQ shallower than the batch)
+// are not run: the walk ends at the validity bound.
+func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
+	m := MFS{}
+	check := func(ws []Workload) ([]probeState, error) {
+		out := make([]probeState, len(ws))
+		var valid []Workload
+		var idx []int
+		for i, w := range ws {
+			if sp.Validate(w) == nil {
+				valid = append(valid, w)
+				idx = append(idx, i)
+			}
+		}
+		if len(valid) == 0 {
+			return out, nil
+		}
+		syms, err := probe(valid)
+		if err != nil {
+			return nil, err
+		}
+		for j, s := range syms {
+			out[idx[j]] = stateNormal
+			if s == sym {
+				out[idx[j]] = stateAnomalous
+			}
+		}
+		return out, nil
+	}
+
+	// Categorical dimensions: every alternative at once.
+	type catDim struct {
+		name string
+		vals []string
+		set  func(*Workload, string)
+		get  func(Workload) string
+	}
+	cats := []catDim{
+		{"qp_type", sp.QPTypes, func(w *Workload, v string) { w.QPType = v }, func(w Workload) string { return w.QPType }},
+		{"opcode", sp.Opcodes, func(w *Workload, v string) { w.Opcode = v }, func(w Workload) string { return w.Opcode }},
+		{"direction", sp.Directions, func(w *Workload, v string) { w.Direction = v }, func(w Workload) string { return w.Direction }},
+		{"memory", sp.Memories, func(w *Workload, v string) { w.Memory = v }, func(w Workload) string { return w.Memory }},
+	}
+	for _, cd := range cats {
+		var alts []Workload
+		var names []string
+		for _, v := range cd.vals {
+			if v == cd.get(p) {
+				continue
+			}
+			q := clone(p)
+			cd.set(&q, v)
+			alts = append(alts, q)
+			names = append(names, v)
+		}
+		res, err := check(alts)
+		if err != nil {
+			return nil, err
+		}
+		keep := []string{cd.get(p)}
+		all := true
+		for i := range alts {
+			switch res[i] {
+			case stateAnomalous:
+				keep = append(keep, names[i])
+			case stateNormal:
+				all = false
+			}
+		}
+		if !all {
+			m[cd.name] = Cond{Values: inOrder(cd.vals, keep)}
+		}
+	}
+
+	// MTU: a categorical dimension of integers.
+	{
+		var alts []Workload
+		for _, v := range sp.MTUs {
+			if v != p.MTU {
+				q := clone(p)
+				q.MTU = v
+				alts = append(alts, q)
+			}
+		}
+		res, err := check(alts)
+		if err != nil {
+			return nil, err
+		}
+		keep := []int{p.MTU}
+		all := true
+		for i, q := range alts {
+			switch res[i] {
+			case stateAnomalous:
+				keep = append(keep, q.MTU)
+			case stateNormal:
+				all = false
+			}
+		}
+		if !all {
+			slices.Sort(keep)
+			m["mtu"] = Cond{Ints: keep}
+		}
+	}
+
+	// Ordered dimensions: walk outward from p's value.
+	for _, d := range orderedDims {
+		r := d.rng(sp)
+		v := *d.ptr(&p)
+		dimCheck := check
+		if d.name == "wqe_batch" {
+			// The WQ must hold a batch: a batch deeper than p's WQ takes the depth with it, as Collie's mutation
+			// does. Such a probe changes two factors, so only a persisting anomaly counts; a normal result is
+			// ambiguous and ends the walk like the validity bound it stands for.
+			dimCheck = func(ws []Workload) ([]probeState, error) {
+				rs := make([]Workload, len(ws))
+				for i, w := range ws {
+					rs[i] = clone(w)
+					rs[i].WQDepth = max(w.WQDepth, w.WQEBatch)
+				}
+				st, err := check(rs)
+				if err != nil {
+					return nil, err
+				}
+				for i, w := range ws {
+					if w.WQDepth < w.WQEBatch && st[i] == stateNormal {
+						st[i] = stateInvalid
+					}
+				}
+				return st, nil
+			}
+		}
+		lo, hi, loEdge, hiEdge, err := walk(r.grid(v), v, func(x int) Workload {
+			q := clone(p)
+			*d.ptr(&q) = x
+			return q
+		}, dimCheck)
+		if err != nil {
+			return nil, err
+		}
+		if !(loEdge && hiEdge) {
+			m[d.name] = Cond{Low: lo, High: hi}
+		}
+	}
+
+	// Messages: walk the smallest and the largest request of the vector separately, so that "all requests at
+	// most 1 KB" and "a mixture of <= 1 KB and >= 64 KB" are both expressible.
+	if len(p.MsgSizes) > 0 {
+		m0, M0 := slices.Min(p.MsgSizes), slices.Max(p.MsgSizes)
+		withMax := func(s int) Workload { // the largest requests become s; none may exceed it
+			q := clone(p)
+			for i, x := range q.MsgSizes {
+				if x == M0 {
+					q.MsgSizes[i] = s
+				} else {
+					q.MsgSizes[i] = min(x, s)
+				}
+			}
+			return q
+		}
+		withMin := func(s int) Workload { // the smallest requests become s; none may be below it
+			q := clone(p)
+			for i, x := range q.MsgSizes {
+				if x == m0 {
+					q.MsgSizes[i] = s
+				} else {
+					q.MsgSizes[i] = max(x, s)
+				}
+			}
+			return q
+		}
+		grid := sp.MsgSize.grid(m0)
+		grid = append(grid, M0)
+		slices.Sort(grid)
+		grid = slices.Compact(grid)
+		a, b, aEdge, bEdge, err := walk(grid, m0, withMin, check)
+		if err != nil {
+			return nil, err
+		}
+		c, d, cEdge, dEdge, err := walk(grid, M0, withMax, check)
+		if err != nil {
+			return nil, err
+		}
+		if !(aEdge && dEdge) {
+			m["msg_sizes"] = Cond{Low: a, High: d}
+		}
+		// A mixture is needed when the smallest request may not grow as far as the largest may (b < d), or
+		// the largest may not shrink as far as the smallest may (c > a).
+		if (b < d && !bEdge) || (c > a && !cEdge) {
+			m["msg_mix"] = Cond{Low: min(b, d), High: max(c, a)}
+		}
+	}
+
+	// Events: needed if the anomaly goes away without them.
+	if len(p.Events) > 0 {
+		q := clone(p)
+		q.Events = nil
+		res, err := check([]Workload{q})
+		if err != nil {
+			return nil, err
+		}
+		if res[0] == stateNormal {
+			var types []string
+			for _, e := range p.Events {
+				if !slices.Contains(types, e.Type) {
+					types = append(types, e.Type)
+				}
+			}
+			m["events"] = Cond{Values: types}
+		}
+	}
+	return m, nil
+}
+
+// walk probes grid values above and below v (both directions in one batch per step) until the anomaly
+// disappears or the grid or the valid region ends. lo and hi are the last anomalous values; an edge flag says
+// the walk ran out of grid or of valid workloads on that side rather than meeting a normal workload.
+func walk(grid []int, v int, at func(int) Workload, check func([]Workload) ([]probeState, error)) (lo, hi int, loEdge, hiEdge bool, err error) {
+	i := slices.Index(grid, v)
+	if i < 0 {
+		return v, v, false, false, fmt.Errorf("mfs: value %d not on its grid", v)
+	}
+	lo, hi = v, v
+	up, down := i+1, i-1
+	upOn, downOn := true, true
+	for upOn || downOn {
+		var ws []Workload
+		var which []int // +1 up, -1 down
+		if upOn {
+			if up >= len(grid) {
+				upOn, hiEdge = false, true
+			} else {
+				ws, which = append(ws, at(grid[up])), append(which, +1)
+			}
+		}
+		if downOn {
+			if down < 0 {
+				downOn, loEdge = false, true
+			} else {
+				ws, which = append(ws, at(grid[down])), append(which, -1)
+			}
+		}
+		if len(ws) == 0 {
+			break
+		}
+		res, err := check(ws)
+		if err != nil {
+			return lo, hi, loEdge, hiEdge, err
+		}
+		for k, dir := range which {
+			if dir > 0 {
+				if res[k] == stateAnomalous {
+					hi = grid[up]
+					up++
+				} else {
+					upOn, hiEdge = false, res[k] == stateInvalid
+				}
+			} else {
+				if res[k] == stateAnomalous {
+					lo = grid[down]
+					down--
+				} else {
+					downOn, loEdge = false, res[k] == stateInvalid
+				}
+			}
+		}
+	}
+	return lo, hi, loEdge, hiEdge, nil
+}
+
+// probeState is what a probe showed: not run (the workload breaks a validity rule), normal, or the anomaly.
+type probeState int8
+
+const (
+	stateInvalid probeState = iota
+	stateNormal
+	stateAnomalous
+)
+
+func inOrder(order, vals []string) []string {
+	var out []string
+	for _, v := range order {
+		if slices.Contains(vals, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// simplify moves p toward the simplest workload the feature set allows: each constrained dimension to the
+// value of its range nearest the ordinary workload's, each unconstrained one to the ordinary workload's value
+// (OrdinaryWorkload), keeping p's value wherever the result would be invalid. The result is the minimal
+// reproducer to verify.
+func simplify(sp *Space, p Workload, m MFS) Workload {
+	o := OrdinaryWorkload()
+	q := clone(p)
+	try := func(f func(*Workload)) {
+		t := clone(q)
+		f(&t)
+		if sp.Validate(t) == nil && m.Match(t) {
+			q = t
+		}
+	}
+	pickStr := func(dim string, ordinary string, set func(*Workload, string)) {
+		if c, ok := m[dim]; ok {
+			if slices.Contains(c.Values, ordinary) {
+				try(func(w *Workload) { set(w, ordinary) })
+			}
+			return
+		}
+		try(func(w *Workload) { set(w, ordinary) })
+	}
+	// The transport pair changes together: rc/write first, then any allowed pair in the MFS.
+	try(func(w *Workload) { w.QPType, w.Opcode = o.QPType, o.Opcode })
+	pickStr("direction", o.Direction, func(w *Workload, v string) { w.Direction = v })
+	pickStr("memory", o.Memory, func(w *Workload, v string) { w.Memory = v })
+	try(func(w *Workload) { w.MTU = o.MTU })
+	for _, d := range orderedDims {
+		want := *d.ptr(&o)
+		if c, ok := m[d.name]; ok {
+			want = min(max(want, c.Low), c.High)
+		}
+		try(func(w *Workload) { *d.ptr(w) = want })
+	}
+	// Requests: a single uniform size when no mixture is needed, the nearest allowed to the ordinary 64 KB;
+	// else one large and one small request at the mixture's bounds.
+	if mix, ok := m["msg_mix"]; ok {
+		try(func(w *Workload) { w.MsgSizes = []int{mix.High, mix.Low} })
+	} else {
+		want := o.MsgSizes[0]
+		if c, ok := m["msg_sizes"]; ok {
+			want = min(max(want, c.Low), c.High)
+		}
+		try(func(w *Workload) { w.MsgSizes = []int{want} })
+		if len(q.MsgSizes) > 1 {
+			try(func(w *Workload) { w.MsgSizes = []int{slices.Max(w.MsgSizes)} })
+		}
+	}
+	if _, ok := m["events"]; !ok {
+		try(func(w *Workload) { w.Events = nil })
+	}
+	// A second pass: the depth may now shrink once the batch has.
+	for _, d := range orderedDims {
+		want := *d.ptr(&o)
+		if c, ok := m[d.name]; ok {
+			want = min(max(want, c.Low), c.High)
+		}
+		try(func(w *Workload) { *d.ptr(w) = want })
+	}
+	return q
+}
+
+// mfsGridSize is an upper bound of the probes one MFS can take in a space (for budgeting and reports).
+func mfsGridSize(sp *Space) int {
+	n := len(sp.QPTypes) + len(sp.Opcodes) + len(sp.Directions) + len(sp.Memories) + len(sp.MTUs) + 2
+	for _, d := range orderedDims {
+		n += len(d.rng(sp).grid(d.rng(sp).Min))
+	}
+	n += 2 * len(sp.MsgSize.grid(sp.MsgSize.Min))
+	return n
+}
