@@ -35,8 +35,10 @@ func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 		backend = runSim
 	case "netns":
 		backend = runNetns
+	case "rxe-vm":
+		backend = runRxeVM
 	default:
-		return nil, badInputf("%s: testbed %q is not available in this version; expected sim or netns", sc.Path, sc.Testbed)
+		return nil, badInputf("%s: testbed %q is not available in this version; expected sim, netns or rxe-vm", sc.Path, sc.Testbed)
 	}
 	if err := prepareDir(opts.OutDir); err != nil {
 		return nil, err
