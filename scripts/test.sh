@@ -48,4 +48,10 @@ for file in $(grep -rl --include='*_test.go' '^func Fuzz' .); do
 		go test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 5s "./$(dirname "${file#./}")"
 	done
 done
+step "Soft-RoCE in a VM (rxe-vm testbed: real rdma_rxe under qemu, our switch and dumpers in the middle)"
+# Builds (or reuses the cached) Debian guest, runs examples/rxe-vm-write-drop.yaml and checks the NAK, the
+# go-back-N retransmission, the integrity check and every ICRC. Set SKIP_RXE_VM=1 to leave it out locally.
+if [ -z "${SKIP_RXE_VM:-}" ]; then
+	timeout 1200 bash scripts/rxe-vm/ci.sh
+fi
 echo "all tests passed"
