@@ -15,7 +15,10 @@ import (
 // Analyze reads the trace once, in order, and runs every analyzer that applies. It holds per-connection state
 // only (never the trace), and its running time is linear in the number of packets.
 func Analyze(r trace.Reader, opts Options) (*Analysis, error) {
-	a := newAnalyzer(opts)
+	return newAnalyzer(opts).run(r)
+}
+
+func (a *analyzer) run(r trace.Reader) (*Analysis, error) {
 	for n := 0; ; n++ {
 		p, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -121,6 +124,8 @@ type analyzer struct {
 	discards [2]int64
 	// nicLosses counts the recoveries so explained.
 	nicLosses int
+	// slack and maxWin size the per-PSN windows (windowSlack, maxWindow; tests shrink them).
+	slack, maxWin int64
 }
 
 // hostDiscards sums, per host, the changes of the counters whose name says "discard".
@@ -157,7 +162,8 @@ func (cs *connState) receiverDiscarded() bool {
 func newAnalyzer(opts Options) *analyzer {
 	a := &analyzer{opts: opts, reqs: make(map[flowKey]*connState),
 		resps: make(map[flowKey]*connState), skipped: make(map[flowKey]bool),
-		roles: make(map[netip.Addr]int), meta: opts.Metadata, maxViol: opts.MaxViolations}
+		roles: make(map[netip.Addr]int), meta: opts.Metadata, maxViol: opts.MaxViolations,
+		slack: windowSlack, maxWin: maxWindow}
 	if a.maxViol <= 0 {
 		a.maxViol = 100
 	}

@@ -31,8 +31,23 @@ type CNPResult struct {
 	Mismatches map[string]int `json:"mismatches"`
 	// IntervalUs is the interval each hypothesis was evaluated with (configured, or inferred from the trace).
 	IntervalUs map[string]*float64 `json:"interval_us"`
-	Triggers   []CNPTrigger        `json:"triggers"`
+	// Triggers lists the first maxTriggersListed triggers; TriggersOmitted counts the rest (which still count
+	// in ecn_marked, nak_triggered and unsolicited).
+	Triggers        []CNPTrigger `json:"triggers"`
+	TriggersOmitted int          `json:"triggers_omitted,omitempty"`
+	// Truncated is set when the trace had more than maxCNPRecords triggers or CNPs: the scope inference,
+	// mismatches, expected, min_interval_us and the cnp check then judge the part of the trace up to that many
+	// (ecn_marked, cnps, nak_triggered and unsolicited stay exact).
+	Truncated bool `json:"truncated,omitempty"`
 }
+
+// Memory bounds of the CNP analyzer: it must see every trigger and CNP to infer a limiter's scope and
+// interval, so it keeps compact records (32 bytes) of up to maxCNPRecords of each; a longer trace is judged
+// on its first part. The result lists at most maxTriggersListed triggers.
+const (
+	maxCNPRecords     = 1 << 18
+	maxTriggersListed = 10000
+)
 
 // CNPTrigger is one CE-marked data packet or NAK and whether a CNP was due for it under each scope.
 type CNPTrigger struct {
@@ -50,20 +65,20 @@ const (
 )
 
 type cnpTrig struct {
-	cs       *connState
 	kind     uint8
+	answered bool
+	conn     int32 // index into analyzer.conns
 	t        int64
 	idx      int
-	answered bool
-	np       int // notification point (port) id
-	ip       int // data sender IP id
+	np       int32 // notification point (port) id
+	ip       int32 // data sender IP id
 }
 
 type cnpObs struct {
 	t      int64
 	idx    int // trace packet index
-	np, ip int
-	conn   int // -1 unattributed
+	np, ip int32
+	conn   int32 // -1 unattributed
 }
 
 type cnpState struct {
@@ -72,6 +87,11 @@ type cnpState struct {
 	nakCNPs int
 	unsol   int
 	ids     map[netip.Addr]int
+	// Exact counts, also past the records' cap.
+	ceMarks, nCNPs, nTrigs int
+	// full is set once either record list reached maxCNPRecords: nothing more is recorded except the CNPs
+	// that answer a recorded trigger.
+	full bool
 }
 
 func (c *cnpState) init() { c.ids = make(map[netip.Addr]int) }
@@ -87,28 +107,47 @@ func (c *cnpState) id(ip netip.Addr) int {
 // npOf names the notification point of a connection (its data receiver) and the data sender's IP. With the
 // run's connections the NP is the receiving host (one port); learned connections only know IPs, so each
 // receiver IP counts as its own port.
-func (cs *connState) npOf(c *cnpState) (np, ip int) {
+func (cs *connState) npOf(c *cnpState) (np, ip int32) {
 	recv, send := cs.c.RespIP, cs.c.ReqIP
 	if cs.c.Verb == VerbRead {
 		recv, send = send, recv
 	}
 	if r := cs.a.role(recv); r != roleUnknown {
-		return -1 - r, c.id(send)
+		return int32(-1 - r), int32(c.id(send))
 	}
-	return c.id(recv), c.id(send)
+	return int32(c.id(recv)), int32(c.id(send))
 }
 
+// room says whether one more trigger or CNP may be recorded.
+func (c *cnpState) room() bool {
+	if !c.full && len(c.trigs) < maxCNPRecords && len(c.cnps) < maxCNPRecords {
+		return true
+	}
+	c.full = true
+	return false
+}
+
+// trigger records a CE-marked delivery or a NAK. The connection remembers its latest unanswered one of each
+// kind (index + 1 into trigs; -1 when it was not recorded).
 func (c *cnpState) trigger(cs *connState, kind uint8, pi pktInfo) {
-	np, ip := cs.npOf(c)
-	c.trigs = append(c.trigs, cnpTrig{cs: cs, kind: kind, t: pi.t, idx: pi.idx, np: np, ip: ip})
+	c.nTrigs++
+	pend := -1
+	if c.room() {
+		np, ip := cs.npOf(c)
+		c.trigs = append(c.trigs, cnpTrig{conn: int32(cs.c.Index), kind: kind, t: pi.t, idx: pi.idx, np: np, ip: ip})
+		pend = len(c.trigs)
+	}
 	if kind == trigCE {
-		cs.cePend = len(c.trigs)
+		c.ceMarks++
+		cs.cePend = pend
 		cs.events = true
 	} else {
-		cs.nakPend = len(c.trigs)
+		cs.nakPend = pend
 		if cs.earlyCNP >= 0 && pi.t-cs.earlyCNP <= earlyCNPWindowNs {
 			// The CNP for this out-of-order arrival left just before the NAK: it answers the NAK.
-			c.trigs[len(c.trigs)-1].answered = true
+			if pend > 0 {
+				c.trigs[pend-1].answered = true
+			}
 			cs.nakPend = 0
 			cs.earlyCNP = -1
 			c.nakCNPs++
@@ -123,19 +162,29 @@ const earlyCNPWindowNs = 20_000
 
 // onCNP attributes a CNP to the latest unanswered CE mark of its connection, else to its latest unanswered NAK.
 func (c *cnpState) onCNP(cs *connState, pi pktInfo) {
+	c.nCNPs++
+	rec := c.room()
 	if cs == nil {
-		c.cnps = append(c.cnps, cnpObs{t: pi.t, idx: pi.idx, conn: -1})
+		if rec {
+			c.cnps = append(c.cnps, cnpObs{t: pi.t, idx: pi.idx, conn: -1})
+		}
 		c.unsol++
 		return
 	}
-	np, ip := cs.npOf(c)
-	c.cnps = append(c.cnps, cnpObs{t: pi.t, idx: pi.idx, np: np, ip: ip, conn: cs.c.Index})
+	// Once full, a CNP that answers a recorded trigger is still recorded, so the judged part stays consistent.
+	if !rec && len(c.cnps) < maxCNPRecords+maxCNPRecords/16 {
+		rec = cs.cePend > 0 && c.pending(cs.cePend) || cs.cePend == 0 && cs.nakPend > 0 && c.pending(cs.nakPend)
+	}
+	if rec {
+		np, ip := cs.npOf(c)
+		c.cnps = append(c.cnps, cnpObs{t: pi.t, idx: pi.idx, np: np, ip: ip, conn: int32(cs.c.Index)})
+	}
 	switch {
-	case cs.cePend > 0 && !c.trigs[cs.cePend-1].answered:
-		c.trigs[cs.cePend-1].answered = true
+	case c.pending(cs.cePend):
+		c.answer(cs.cePend)
 		cs.cePend = 0
-	case cs.nakPend > 0 && !c.trigs[cs.nakPend-1].answered:
-		c.trigs[cs.nakPend-1].answered = true
+	case c.pending(cs.nakPend):
+		c.answer(cs.nakPend)
 		cs.nakPend = 0
 		c.nakCNPs++
 	default:
@@ -144,11 +193,20 @@ func (c *cnpState) onCNP(cs *connState, pi pktInfo) {
 	}
 }
 
-type scopeKey struct {
-	np, ip, conn int
+// pending tells whether a connection's remembered trigger (see trigger) still waits for its CNP.
+func (c *cnpState) pending(p int) bool { return p < 0 || p > 0 && !c.trigs[p-1].answered }
+
+func (c *cnpState) answer(p int) {
+	if p > 0 {
+		c.trigs[p-1].answered = true
+	}
 }
 
-func keyOf(scope string, np, ip, conn int) scopeKey {
+type scopeKey struct {
+	np, ip, conn int32
+}
+
+func keyOf(scope string, np, ip, conn int32) scopeKey {
 	switch scope {
 	case ScopePort:
 		return scopeKey{np: np, ip: -1, conn: -1}
@@ -183,7 +241,7 @@ func (c *cnpState) predict(scope string, intervalNs int64, withNAK bool, out []b
 		if tr.kind == trigNAK && !withNAK {
 			continue
 		}
-		k := keyOf(scope, tr.np, tr.ip, tr.cs.c.Index)
+		k := keyOf(scope, tr.np, tr.ip, tr.conn)
 		t, ok := last[k]
 		if !ok || intervalNs >= 0 && tr.t-t >= intervalNs {
 			out[i] = true
@@ -196,13 +254,10 @@ func (c *cnpState) predict(scope string, intervalNs int64, withNAK bool, out []b
 // the observed answers (with the configured interval, or the smallest gap seen in that scope); "unknown" when
 // none or several do.
 func (c *cnpState) result(a *analyzer) CNPResult {
-	res := CNPResult{CNPs: len(c.cnps), NAKTriggered: c.nakCNPs, Unsolicited: c.unsol, ScopeInferred: ScopeUnknown,
-		Mismatches: map[string]int{}, IntervalUs: map[string]*float64{}, Triggers: []CNPTrigger{}}
-	for _, tr := range c.trigs {
-		if tr.kind == trigCE {
-			res.ECNMarked++
-		}
-	}
+	res := CNPResult{CNPs: c.nCNPs, NAKTriggered: c.nakCNPs, Unsolicited: c.unsol, ScopeInferred: ScopeUnknown,
+		Mismatches: map[string]int{}, IntervalUs: map[string]*float64{}, Triggers: []CNPTrigger{},
+		ECNMarked: c.ceMarks}
+	res.Truncated = c.full
 	withNAK := c.nakCNPs > 0 || a.opts.Responder.NAKTriggersCNP || a.opts.Requester.NAKTriggersCNP
 	judged := func(i int) bool { return c.trigs[i].kind == trigCE || withNAK }
 	nJudged := 0
@@ -272,7 +327,7 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 	exp, haveExp := 0, false
 	due := make([]bool, len(c.trigs))
 	for i, tr := range c.trigs {
-		nic := a.npNIC(tr.cs)
+		nic := a.npNIC(a.conns[tr.conn])
 		if nic.CNPScope == "" {
 			continue
 		}
@@ -294,6 +349,9 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 		a.cnpChecks(missed, extra)
 	}
 	for i, tr := range c.trigs {
+		if i == maxTriggersListed {
+			break
+		}
 		kind := "ce"
 		if tr.kind == trigNAK {
 			kind = "nak"
@@ -302,9 +360,10 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 		for _, s := range scopes {
 			d[s] = preds[s][i]
 		}
-		res.Triggers = append(res.Triggers, CNPTrigger{Packet: tr.idx, QP: tr.cs.qp(), Kind: kind, TimeUs: us(tr.t),
-			Answered: tr.answered, Due: d})
+		res.Triggers = append(res.Triggers, CNPTrigger{Packet: tr.idx, QP: a.conns[tr.conn].qp(), Kind: kind,
+			TimeUs: us(tr.t), Answered: tr.answered, Due: d})
 	}
+	res.TriggersOmitted = c.nTrigs - len(res.Triggers)
 	return res
 }
 
@@ -334,7 +393,7 @@ func (a *analyzer) configuredDue(i int, nic NICInfo) bool {
 		a.cnpDueLast = map[scopeKey]int64{}
 	}
 	tr := a.cnp.trigs[i]
-	k := keyOf(nic.CNPScope, tr.np, tr.ip, tr.cs.c.Index)
+	k := keyOf(nic.CNPScope, tr.np, tr.ip, tr.conn)
 	t, ok := a.cnpDueLast[k]
 	if ok && tr.t-t < nic.CNPIntervalNs {
 		return false
@@ -353,20 +412,21 @@ func (a *analyzer) cnpChecks(missed, extra []int) {
 	}
 	for _, i := range missed {
 		tr := a.cnp.trigs[i]
-		nic := a.npNIC(tr.cs)
+		cs := a.conns[tr.conn]
+		nic := a.npNIC(cs)
 		what := "CE-marked packet"
 		if tr.kind == trigNAK {
 			what = "NAK"
 		}
-		if tr.cs.viol["cnp"] == nil {
-			tr.cs.viol["cnp"] = &Check{Analyzer: "cnp", QP: tr.cs.qp(), Violations: []Violation{}}
+		if cs.viol["cnp"] == nil {
+			cs.viol["cnp"] = &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}}
 		}
-		tr.cs.violate("cnp", tr.idx, "%s was due a CNP under the %s limiter (interval %g us) but none was sent",
+		cs.violate("cnp", tr.idx, "%s was due a CNP under the %s limiter (interval %g us) but none was sent",
 			what, nic.CNPScope, us(nic.CNPIntervalNs))
 	}
 	for _, j := range extra {
 		o := a.cnp.cnps[j]
-		if o.conn < 0 || o.conn >= len(a.conns) {
+		if o.conn < 0 || int(o.conn) >= len(a.conns) {
 			continue
 		}
 		cs := a.conns[o.conn]
@@ -397,18 +457,18 @@ const cnpLatencyNs = 20_000
 func (c *cnpState) match(due []bool) (answered []bool, missed, extra []int) {
 	answered = make([]bool, len(c.trigs))
 	used := make([]bool, len(c.cnps))
-	byConn := map[int][]int{} // CNP indices per connection, in time order
+	byConn := map[int32][]int{} // CNP indices per connection, in time order
 	for j, o := range c.cnps {
 		if o.conn >= 0 {
 			byConn[o.conn] = append(byConn[o.conn], j)
 		}
 	}
-	next := map[int]int{} // per connection: position in byConn of the first CNP not yet passed
+	next := map[int32]int{} // per connection: position in byConn of the first CNP not yet passed
 	for i, tr := range c.trigs {
 		if !due[i] {
 			continue
 		}
-		conn := tr.cs.c.Index
+		conn := tr.conn
 		from := tr.t
 		if tr.kind == trigNAK {
 			from -= earlyCNPWindowNs

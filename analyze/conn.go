@@ -8,7 +8,7 @@ import (
 )
 
 // maxJump bounds how far ahead of everything seen a PSN may jump before it is treated as garbage: per-PSN
-// state is kept in slices, and a corrupt capture must not make them grow to 2^23 entries.
+// state is kept in a window of slots, and a corrupt capture must not make it grow to 2^23 entries.
 const maxJump = 1 << 20
 
 // connState is everything the analyzers keep about one connection. PSNs are handled as "rel": the signed,
@@ -30,12 +30,8 @@ type connState struct {
 	prevRel int64
 	hasPrev bool
 
-	// Per-PSN state, indexed by rel.
-	firstTx, lastTx []int64
-	lastIdx         []int32 // trace index + 1 of the latest transmission; 0 = never sent
-	msgOf           []int32 // 1-based message
-	lost            []int32 // index + 1 into analyzer.retx of the pending loss of this PSN
-	got             bitset  // delivered at least once (goodput counts each PSN once)
+	// Per-PSN state, indexed by rel, for the PSNs that can still be referenced (window.go).
+	win psnWindow
 
 	// Messages (0-based slices, 1-based numbers elsewhere).
 	curMsg    int
@@ -47,7 +43,7 @@ type connState struct {
 	bytes     int64
 	firstData int64
 	lastDone  int64
-	retries   []MessageRetries
+	retries   []MessageRetries // messages with retries, by message
 
 	awaitOOS []int32 // losses waiting for the next out-of-order arrival (NACK generation start)
 
@@ -92,17 +88,13 @@ func (cs *connState) peekRel(p roce.PSN) int64 { return cs.refRel + int64(p.Diff
 // abs is the wire PSN of a rel.
 func (cs *connState) abs(r int64) uint32 { return uint32(cs.c.ReqIPSN.Add(int(r))) }
 
-// ensure grows the per-PSN slices to hold rel r; false if r is negative or an implausible jump.
+// ensure extends the per-PSN window to hold rel r; false if r is negative or an implausible jump.
 func (cs *connState) ensure(r int64) bool {
-	if r < 0 || r > int64(len(cs.lastIdx))+maxJump {
+	if r < 0 || r > cs.win.end()+maxJump {
 		return false
 	}
-	for int64(len(cs.lastIdx)) <= r {
-		cs.firstTx = append(cs.firstTx, 0)
-		cs.lastTx = append(cs.lastTx, 0)
-		cs.lastIdx = append(cs.lastIdx, 0)
-		cs.msgOf = append(cs.msgOf, 0)
-		cs.lost = append(cs.lost, 0)
+	if r >= cs.win.end() {
+		cs.grow(r)
 	}
 	return true
 }
@@ -151,7 +143,7 @@ func (cs *connState) stepIter(r int64) {
 // assignMsg assigns message numbers on a PSN's first transmission: from PacketsPerMsg when known, else from
 // the FIRST/ONLY opcodes.
 func (cs *connState) assignMsg(r int64, op roce.Opcode, t int64) int {
-	if m := cs.msgOf[r]; m > 0 {
+	if m := cs.slot(r).msgOf; m > 0 {
 		return int(m)
 	}
 	var m int
@@ -175,7 +167,7 @@ func (cs *connState) assignMsg(r int64, op roce.Opcode, t int64) int {
 	if op.IsLast() && cs.c.PacketsPerMsg <= 0 {
 		cs.msgLast[m-1] = r
 	}
-	cs.msgOf[r] = int32(m)
+	cs.slot(r).msgOf = int32(m)
 	if cs.firstData < 0 {
 		cs.firstData = t
 	}
@@ -206,11 +198,12 @@ func (cs *connState) completeTo(r int64, t int64) {
 
 // sent records a transmission of rel r (after the checkers and the loss bookkeeping have looked at it).
 func (cs *connState) sent(r int64, pi pktInfo) {
-	if cs.lastIdx[r] == 0 {
-		cs.firstTx[r] = pi.t
+	s := cs.slot(r)
+	if s.lastIdx == 0 {
+		s.firstTx = pi.t
 	}
-	cs.lastTx[r] = pi.t
-	cs.lastIdx[r] = int32(pi.idx + 1)
+	s.lastTx = pi.t
+	s.lastIdx = int32(pi.idx + 1)
 }
 
 // onData handles a SEND or WRITE packet from the requester.
@@ -243,8 +236,8 @@ func (cs *connState) onData(p *roce.Packet, pi pktInfo) {
 	cs.a.lossOnSend(cs, r, m, pi, cl, p.BTH.Opcode)
 	cs.sent(r, pi)
 	if pi.delivered {
-		if !cs.got.has(r) {
-			cs.got.set(r)
+		if !cs.flag(r, slotGot) {
+			cs.setFlag(r, slotGot)
 			cs.bytes += int64(p.PayloadLen)
 		}
 		cs.gbn.onRecv(cs, r, pi)
@@ -292,7 +285,7 @@ func (cs *connState) onNAK(p *roce.Packet, pi pktInfo) {
 	cs.irn.onNAKSeen(cs, r, sr, hasSACK, pi)
 	if pi.delivered {
 		cs.gbn.onNAKDelivered(r, pi)
-		cs.irn.onNAKDelivered(r, sr, hasSACK, pi)
+		cs.irn.onNAKDelivered(cs, r, sr, hasSACK, pi)
 		cs.completeTo(r-1, pi.t)
 	}
 	cs.a.lossOnNAK(cs, r, pi)
@@ -317,23 +310,4 @@ func SACKOf(p *roce.Packet) (roce.PSN, bool) {
 		return 0, false
 	}
 	return rnic.ParseSACK(p.Payload)
-}
-
-// bitset is a growable set of non-negative rels.
-type bitset []uint64
-
-func (b bitset) has(r int64) bool {
-	w := r >> 6
-	return r >= 0 && w < int64(len(b)) && b[w]&(1<<(r&63)) != 0
-}
-
-func (b *bitset) set(r int64) {
-	if r < 0 {
-		return
-	}
-	w := r >> 6
-	for int64(len(*b)) <= w {
-		*b = append(*b, 0)
-	}
-	(*b)[w] |= 1 << (r & 63)
 }

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"slices"
 	"sort"
 
 	"lumina/roce"
@@ -26,7 +27,7 @@ type lostRec struct {
 func (a *analyzer) newLoss(cs *connState, r int64, msg, iter int, ev string, idx int, t int64) *lostRec {
 	a.retx = append(a.retx, lostRec{cs: cs, rel: r, msg: msg, iter: iter, event: ev, idx: idx, t: t,
 		oosT: -1, nakT: -1, retxT: -1})
-	cs.lost[r] = int32(len(a.retx))
+	cs.slot(r).lost = int32(len(a.retx))
 	cs.events = true
 	return &a.retx[len(a.retx)-1]
 }
@@ -37,9 +38,12 @@ func (a *analyzer) inferLoss(cs *connState, r int64) *lostRec {
 	if iter < 1 {
 		iter = 1
 	}
-	rec := a.newLoss(cs, r, int(cs.msgOf[r]), iter, "inferred", int(cs.lastIdx[r])-1, cs.lastTx[r])
-	if n := r + 1; n < int64(len(cs.lastIdx)) && cs.lastIdx[n] != 0 && cs.firstTx[n] >= rec.t {
-		rec.oosT = cs.firstTx[n] // approximation: the next PSN's first transmission followed the lost one
+	s := cs.slot(r)
+	rec := a.newLoss(cs, r, int(s.msgOf), iter, "inferred", int(s.lastIdx)-1, s.lastTx)
+	if n := r + 1; cs.held(n) {
+		if ns := cs.slot(n); ns.lastIdx != 0 && ns.firstTx >= rec.t {
+			rec.oosT = ns.firstTx // approximation: the next PSN's first transmission followed the lost one
+		}
 	}
 	if cs.haveNAK && cs.lastNAKRel == r && cs.lastNAKT >= rec.t {
 		rec.nakT = cs.lastNAKT
@@ -55,14 +59,14 @@ func (a *analyzer) lossOnSend(cs *connState, r int64, m int, pi pktInfo, cl clas
 		a.countRound(cs, r, m, pi, cl.trigger)
 	}
 	var rec *lostRec
-	if cs.lost[r] > 0 && cs.lastIdx[r] != 0 {
-		rec = &a.retx[cs.lost[r]-1]
-	} else if a.meta == MetaNone && cs.lastIdx[r] != 0 && cl.retx && cl.trigger != triggerRNR &&
+	if s := cs.slot(r); s.lost > 0 && s.lastIdx != 0 {
+		rec = &a.retx[s.lost-1]
+	} else if a.meta == MetaNone && s.lastIdx != 0 && cl.retx && cl.trigger != triggerRNR &&
 		(cl.roundStart || cs.isIRN() && cl.trigger == TriggerNACK) {
 		rec = a.inferLoss(cs, r)
 	}
 	if rec != nil {
-		cs.lost[r] = 0
+		cs.slot(r).lost = 0
 		rec.retxT, rec.retxIdx = pi.t, pi.idx
 		switch {
 		case rec.pendTrig != "":
@@ -95,8 +99,11 @@ func (a *analyzer) lossOnSend(cs *connState, r int64, m int, pi pktInfo, cl clas
 
 // lossOnNAK notes when the NAK for a lost PSN passed the switch.
 func (a *analyzer) lossOnNAK(cs *connState, r int64, pi pktInfo) {
-	if r >= 0 && r < int64(len(cs.lost)) && cs.lost[r] > 0 {
-		if l := &a.retx[cs.lost[r]-1]; l.nakT < 0 {
+	if !cs.held(r) {
+		return // never sent, or released: no pending loss
+	}
+	if lost := cs.slot(r).lost; lost > 0 {
+		if l := &a.retx[lost-1]; l.nakT < 0 {
 			l.nakT = pi.t
 		}
 	}
@@ -105,17 +112,18 @@ func (a *analyzer) lossOnNAK(cs *connState, r int64, pi pktInfo) {
 // lossOnReissue notes a re-issued READ: for a gap it is the READ's "NACK"; either way it decides the trigger.
 func (a *analyzer) lossOnReissue(cs *connState, r int64, pi pktInfo, trig string, prevReqT int64) {
 	m := 0
-	if r >= 0 && r < int64(len(cs.msgOf)) {
-		m = int(cs.msgOf[r])
+	if r >= 0 && r < cs.win.end() {
+		m = int(cs.slot(r).msgOf)
 	}
 	a.countRoundAt(cs, m, trig, pi.t-prevReqT)
 	var rec *lostRec
-	switch {
-	case r < 0 || r >= int64(len(cs.lost)):
-		return
-	case cs.lost[r] > 0:
-		rec = &a.retx[cs.lost[r]-1]
-	case a.meta == MetaNone && cs.lastIdx[r] != 0:
+	if !cs.held(r) {
+		return // never sent, or released: no pending loss
+	}
+	switch s := cs.slot(r); {
+	case s.lost > 0:
+		rec = &a.retx[s.lost-1]
+	case a.meta == MetaNone && s.lastIdx != 0:
 		rec = a.inferLoss(cs, r)
 	default:
 		return
@@ -130,8 +138,8 @@ func (a *analyzer) lossOnReissue(cs *connState, r int64, pi pktInfo, trig string
 // time since the PSN's previous transmission.
 func (a *analyzer) countRound(cs *connState, r int64, m int, pi pktInfo, trig string) {
 	var iv int64 = -1
-	if trig == TriggerTimeout && cs.lastIdx[r] != 0 {
-		iv = pi.t - cs.lastTx[r]
+	if s := cs.slot(r); trig == TriggerTimeout && s.lastIdx != 0 {
+		iv = pi.t - s.lastTx
 	}
 	a.countRoundAt(cs, m, trig, iv)
 }
@@ -140,10 +148,15 @@ func (a *analyzer) countRoundAt(cs *connState, m int, trig string, intervalNs in
 	if m < 1 {
 		return
 	}
-	for len(cs.retries) < m {
-		cs.retries = append(cs.retries, MessageRetries{QP: cs.qp(), Msg: len(cs.retries) + 1})
+	// Only messages with retries are kept, sorted by message; new ones nearly always go at the end.
+	k := len(cs.retries)
+	for k > 0 && cs.retries[k-1].Msg >= m {
+		k--
 	}
-	mr := &cs.retries[m-1]
+	if k == len(cs.retries) || cs.retries[k].Msg != m {
+		cs.retries = slices.Insert(cs.retries, k, MessageRetries{QP: cs.qp(), Msg: m})
+	}
+	mr := &cs.retries[k]
 	mr.Retries++
 	if trig == TriggerTimeout {
 		mr.Timeouts++

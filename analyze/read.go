@@ -79,8 +79,8 @@ func (cs *connState) onReadRequest(p *roce.Packet, pi pktInfo) {
 		cs.curMsg++
 		cs.growMsgs(cs.curMsg)
 		cs.msgT0[cs.curMsg-1], cs.msgFirst[cs.curMsg-1], cs.msgLast[cs.curMsg-1] = pi.t, r, r+n-1
-		for q := r; q < r+n; q++ {
-			cs.msgOf[q] = int32(cs.curMsg)
+		for q := max(r, cs.win.base); q < r+n; q++ {
+			cs.slot(q).msgOf = int32(cs.curMsg)
 		}
 		if cs.firstData < 0 {
 			cs.firstData = pi.t
@@ -142,15 +142,15 @@ func (cs *connState) onReadResponse(p *roce.Packet, pi pktInfo) {
 		cs.events = true
 	}
 	cs.stepIter(r)
-	m := int(cs.msgOf[r])
+	m := int(cs.slot(r).msgOf)
 	s.onResponseSeen(cs, r, pi)
 	cs.a.lossOnSend(cs, r, m, pi, class{}, p.BTH.Opcode)
 	cs.sent(r, pi)
 	if !pi.delivered {
 		return
 	}
-	if !cs.got.has(r) {
-		cs.got.set(r)
+	if !cs.flag(r, slotGot) {
+		cs.setFlag(r, slotGot)
 		cs.bytes += int64(p.PayloadLen)
 	}
 	switch {
