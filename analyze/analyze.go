@@ -18,7 +18,16 @@ func Analyze(r trace.Reader, opts Options) (*Analysis, error) {
 	return newAnalyzer(opts).run(r)
 }
 
+// Predecoded is implemented by a trace.Reader that has already decoded, as RoCE on UDP port 4791, the packet its
+// Next returned last (summary.Source does, counting the capture while the analyzers read it): the analyzers
+// then use that decoding instead of decoding the packet again. ok is false when the reader did not decode it;
+// a decoded packet that is not RoCE has Version roce.NotRoCE.
+type Predecoded interface {
+	Decoded() (p *roce.Packet, ok bool)
+}
+
 func (a *analyzer) run(r trace.Reader) (*Analysis, error) {
+	a.pre, _ = r.(Predecoded)
 	for n := 0; ; n++ {
 		p, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -101,6 +110,8 @@ type analyzer struct {
 	opts    Options
 	res     Analysis
 	pkt     roce.Packet
+	cur     *roce.Packet // the packet being analyzed: pkt, or the reader's own decoding (Predecoded)
+	pre     Predecoded
 	meta    Metadata
 	decided bool
 	conns   []*connState
@@ -197,7 +208,7 @@ func (a *analyzer) metadata(p *trace.Packet) (trace.EventType, int64) {
 		switch {
 		case strings.Contains(p.Comment, "event="):
 			a.meta = MetaComment
-		case !a.pkt.IPv6 && a.pkt.Version == roce.RoCEv2 && a.pkt.TTL < 8:
+		case !a.cur.IPv6 && a.cur.Version == roce.RoCEv2 && a.cur.TTL < 8:
 			a.meta = MetaMirror
 		default:
 			a.meta = MetaNone
@@ -239,8 +250,18 @@ func (a *analyzer) packet(tp *trace.Packet) {
 	if tp.LinkType != trace.LinkTypeEthernet {
 		return
 	}
-	p := &a.pkt
-	if !p.Decode(tp.Data, tp.OrigLen) || p.Reason == roce.ReasonShortBTH {
+	p, ok := (*roce.Packet)(nil), false
+	decoded := false
+	if a.pre != nil {
+		p, decoded = a.pre.Decoded()
+		ok = decoded && p.Version != roce.NotRoCE
+	}
+	if !decoded {
+		p = &a.pkt
+		ok = p.Decode(tp.Data, tp.OrigLen)
+	}
+	a.cur = p
+	if !ok || p.Reason == roce.ReasonShortBTH {
 		return
 	}
 	a.res.RoCEPackets++

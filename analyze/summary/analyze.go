@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"lumina/roce"
 	"lumina/trace"
 )
 
@@ -199,6 +200,11 @@ func (s *Source) Next() (*trace.Packet, error) {
 	s.stats.Add(p)
 	return p, nil
 }
+
+// Decoded returns the decoding of the packet Next returned last (on the RoCEv2 port 4791), so that the
+// analyzers reading this stream need not decode it again (analyze.Predecoded); false when it was not decoded
+// (another link type, or another RoCE port given in the options).
+func (s *Source) Decoded() (*roce.Packet, bool) { return &s.stats.pkt, s.stats.lastDecoded }
 
 // Report returns the summary of the packets read so far, and the read error that stopped the stream, if any.
 func (s *Source) Report() (*Report, error) {

@@ -61,6 +61,7 @@ type Stats struct {
 	roce, v1, v2, v2IPv6, truncHdr int64
 	icrc                           [3]int64  // indexed by roce.ICRCStatus
 	icrcPool                       *icrcPool // verifies ICRCs on another core; nil: in line
+	lastDecoded                    bool      // pkt holds the last frame decoded on the RoCEv2 port 4791
 	opcodes                        [256]int64
 	ecn                            [4]int64
 	dscp                           [64]int64
@@ -131,6 +132,7 @@ func (s *Stats) SetMirrorTagged(on bool) { s.mirror = on }
 
 // Add accounts one captured packet. Packets of a link type other than Ethernet are counted, never decoded.
 func (s *Stats) Add(p *trace.Packet) {
+	s.lastDecoded = false
 	if p.LinkType != trace.LinkTypeEthernet {
 		s.countFrame(p.LinkType, p.Timestamp, len(p.Data), p.OrigLen)
 		s.notDecoded++
@@ -170,7 +172,9 @@ func (s *Stats) AddFrame(data []byte, origLen int, ts int64) {
 		s.addMirror(data)
 	}
 	p := &s.pkt
-	if !p.DecodePort(data, origLen, s.opts.Port) {
+	decoded := p.DecodePort(data, origLen, s.opts.Port)
+	s.lastDecoded = s.opts.Port == roce.UDPPort
+	if !decoded {
 		s.reasons[p.Reason]++
 		if p.Reason == roce.ReasonOtherEtherType {
 			s.etherTypes[p.EtherType]++

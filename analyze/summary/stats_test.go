@@ -471,3 +471,45 @@ func TestAddDoesNotAllocate(t *testing.T) {
 		t.Errorf("Add allocates %.2f times per packet, want 0", allocs)
 	}
 }
+
+// The checkers reading a summary.Source use its decoding (analyze.Predecoded) instead of decoding again; their
+// result must be the same as with their own decoding.
+func TestSourceDecodedMatchesOwnDecoding(t *testing.T) {
+	path := "../../../shared/testdata/real-captures/magnate3_cx_rocev1_plus_v2_mixed.pcap"
+	src, err := Open([]string{path}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var own roce.Packet
+	n := 0
+	for {
+		p, err := src.Next()
+		if err != nil {
+			break
+		}
+		got, ok := src.Decoded()
+		if !ok {
+			t.Fatalf("packet %d: not decoded", p.Index)
+		}
+		want := own.Decode(p.Data, p.OrigLen)
+		if (got.Version != roce.NotRoCE) != want || got.BTH != own.BTH || got.SrcIP != own.SrcIP || got.PayloadLen != own.PayloadLen {
+			t.Fatalf("packet %d: shared decoding differs from a fresh one", p.Index)
+		}
+		n++
+	}
+	if n != 624 {
+		t.Fatalf("%d packets, want 624", n)
+	}
+	src2, err := Open([]string{path}, Options{Port: 9741})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Close()
+	if _, err := src2.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := src2.Decoded(); ok {
+		t.Error("a decoding on another UDP port must not be offered to analyzers that expect 4791")
+	}
+}
