@@ -38,6 +38,9 @@ type Profile struct {
 	ETS      ETSModel       `yaml:"ets"`
 	IRN      IRNParams      `yaml:"irn"`
 	Defaults RoCEParameters `yaml:"defaults"`
+	// Micro is the NIC's micro-architecture (caches, PCIe, processing units, RX buffer and PFC, host
+	// topology) used by netsim's workload model; nil when the profile does not describe it.
+	Micro *MicroArch `yaml:"micro,omitempty"`
 }
 
 // Transports.
@@ -318,9 +321,9 @@ func (p *Profile) validate() *ProfileError {
 		return verr("name", "missing: want the profile's name")
 	}
 	switch p.Vendor {
-	case "nvidia", "intel", "ideal":
+	case "nvidia", "intel", "ideal", "broadcom":
 	default:
-		return verr("vendor", "%q: want nvidia, intel or ideal", p.Vendor)
+		return verr("vendor", "%q: want nvidia, intel, broadcom or ideal", p.Vendor)
 	}
 	if !(p.LinkGbps > 0) || p.LinkGbps > 1600 {
 		return verr("link-gbps", "%v: want a speed in (0, 1600]", p.LinkGbps)
@@ -440,6 +443,11 @@ func (p *Profile) validate() *ProfileError {
 		return verr("apm-slow-path", "enabled with service-ns %d, queue-limit %d: want > 0 and >= 1",
 			p.APM.ServiceNs, p.APM.QueueLimit)
 	}
+	if p.Micro != nil {
+		if err := p.Micro.validate(); err != nil {
+			return err
+		}
+	}
 	if p.Transport == TransportIRN {
 		i := &p.IRN
 		if i.BDPPackets < 1 || i.RTOLowNs <= 0 || i.RTOHighNs < i.RTOLowNs || i.RTOLowThreshold < 0 {
@@ -470,4 +478,150 @@ func (p *Profile) CNPInterval(configuredUs float64) int64 {
 		return int64(configuredUs * 1000)
 	}
 	return p.CNP.IntervalNs
+}
+
+// MicroArch (netsim workload model) is what Collie's anomalies depend on inside an RDMA subsystem (seeds/003
+// figure 1, spec/nic-microarchitecture.md): every resource a request crosses, as parameters. Times in ns,
+// bandwidths in Gb/s, sizes in bytes.
+type MicroArch struct {
+	// MaxMpps is the NIC's packet-rate limit (the "packets/s limit" low throughput is judged against).
+	MaxMpps float64    `yaml:"max-mpps"`
+	PCIe    MicroPCIe  `yaml:"pcie"`
+	Tx      MicroTx    `yaml:"tx"`
+	Rx      MicroRx    `yaml:"rx"`
+	Cache   MicroCache `yaml:"cache"`
+	Host    MicroHost  `yaml:"host"`
+}
+
+// MicroPCIe is the NIC's PCIe link: DMA reads (WQE fetches, cache misses, payload) share the read channel and
+// its outstanding-read tags; DMA writes (received payload) use the write channel.
+type MicroPCIe struct {
+	ReadGbps            float64 `yaml:"read-gbps"`
+	WriteGbps           float64 `yaml:"write-gbps"`
+	ReadLatencyNs       int64   `yaml:"read-latency-ns"`
+	WriteLatencyNs      int64   `yaml:"write-latency-ns"`
+	MaxOutstandingReads int     `yaml:"max-outstanding-reads"`
+	// ReadRequestBytes splits payload reads into PCIe read requests (max read request size); each holds a tag.
+	ReadRequestBytes int `yaml:"read-request-bytes"`
+	// RelaxedOrdering off: a DMA write may not pass DMA read completions issued before it.
+	RelaxedOrdering bool `yaml:"relaxed-ordering"`
+}
+
+// MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
+type MicroTx struct {
+	DoorbellNs   int64 `yaml:"doorbell-ns"`    // doorbell handling (one serial engine)
+	WQEBaseBytes int   `yaml:"wqe-base-bytes"` // WQE size without data segments
+	WQESGEBytes  int   `yaml:"wqe-sge-bytes"`  // per scatter-gather entry
+	Units        int   `yaml:"units"`          // processing units: WQEs in flight in the transmit pipeline
+	WQENs        int64 `yaml:"wqe-ns"`         // unit time per WQE
+	SGENs        int64 `yaml:"sge-ns"`         // unit time per SGE
+	BufferBytes  int   `yaml:"buffer-bytes"`   // packetized bytes waiting for the wire; units wait past it
+	// PktNs is the shared packet processor's time per transmitted packet (0: transmit does not use it).
+	PktNs int64 `yaml:"pkt-ns"`
+	// LoopbackGbps limits traffic between QPs of the same NIC through its internal switch (0: no limit).
+	LoopbackGbps float64 `yaml:"loopback-gbps"`
+	// AckEveryPackets: the RC responder acknowledges every N packets and every message's last packet.
+	AckEveryPackets int `yaml:"ack-every-packets"`
+}
+
+// MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
+// kind, the receive-WQE cache.
+type MicroRx struct {
+	BufferBytes  int   `yaml:"buffer-bytes"`
+	XoffBytes    int   `yaml:"xoff-bytes"`
+	XonBytes     int   `yaml:"xon-bytes"`
+	PausePrio    int   `yaml:"pause-priority"`
+	WriteNs      int64 `yaml:"write-ns"`       // RC/UC WRITE packet
+	SendNs       int64 `yaml:"send-ns"`        // RC/UC SEND packet
+	UDNs         int64 `yaml:"ud-ns"`          // UD SEND packet
+	ReadReqNs    int64 `yaml:"read-req-ns"`    // READ request at the responder
+	ReadRespNs   int64 `yaml:"read-resp-ns"`   // READ response packet at the requester
+	AckNs        int64 `yaml:"ack-ns"`         // ACK/NAK received
+	AckGenNs     int64 `yaml:"ack-gen-ns"`     // ACK generation (same unit)
+	SGENs        int64 `yaml:"sge-ns"`         // per scatter entry of a message's first packet
+	WQECacheSize int   `yaml:"wqe-cache"`      // receive WQEs the NIC caches (all QPs)
+	WQEBytes     int   `yaml:"wqe-bytes"`      // receive WQE size per SGE
+	PrefetchMin  int   `yaml:"prefetch-min"`   // WQEs prefetched per receive doorbell at least
+	PrefetchMax  int   `yaml:"prefetch-max"`   // and at most
+	PrefetchDiv  int   `yaml:"prefetch-div"`   // the prefetch is wq-depth / prefetch-div within [min, max]
+	MissSlots    int   `yaml:"miss-slots"`     // messages that can wait for a receive-WQE fetch
+	MissFetch    int   `yaml:"miss-fetch"`     // WQEs a demand fetch reads
+	FetchSlots   int   `yaml:"fetch-slots"`    // receive-WQE fetches in flight at once (prefetch and demand)
+	QPCMissSlots int   `yaml:"qpc-miss-slots"` // QP-context misses of received packets handled at once
+	NAKDelayNs   int64 `yaml:"nak-delay-ns"`   // RC: drop -> the sender goes back (NAK generation and reaction)
+}
+
+// MicroCache is the NIC's context caches: QP contexts and memory translation entries; a miss is a PCIe read.
+type MicroCache struct {
+	QPCEntries   int `yaml:"qpc-entries"`
+	QPCBytes     int `yaml:"qpc-bytes"`
+	MTTEntries   int `yaml:"mtt-entries"`
+	MTTPageBytes int `yaml:"mtt-page-bytes"`
+	MTTBytes     int `yaml:"mtt-bytes"`
+}
+
+// MicroHost is the host topology around the NIC: payload in remote-socket or GPU memory changes DMA latency,
+// and its bandwidth is capped by the path (one budget shared by reads and writes).
+type MicroHost struct {
+	RemoteNUMALatencyNs   int64   `yaml:"remote-numa-latency-ns"`
+	RemoteNUMAGbps        float64 `yaml:"remote-numa-gbps"`
+	GPUSameSwitchLatency  int64   `yaml:"gpu-same-switch-latency-ns"`
+	GPUSameSwitchGbps     float64 `yaml:"gpu-same-switch-gbps"`
+	GPUCrossSwitchLatency int64   `yaml:"gpu-cross-switch-latency-ns"`
+	GPUCrossSwitchGbps    float64 `yaml:"gpu-cross-switch-gbps"`
+}
+
+func (m *MicroArch) validate() *ProfileError {
+	pos := []struct {
+		k string
+		v float64
+	}{{"max-mpps", m.MaxMpps}, {"pcie.read-gbps", m.PCIe.ReadGbps}, {"pcie.write-gbps", m.PCIe.WriteGbps},
+		{"pcie.max-outstanding-reads", float64(m.PCIe.MaxOutstandingReads)},
+		{"pcie.read-request-bytes", float64(m.PCIe.ReadRequestBytes)}, {"tx.units", float64(m.Tx.Units)},
+		{"tx.buffer-bytes", float64(m.Tx.BufferBytes)}, {"tx.ack-every-packets", float64(m.Tx.AckEveryPackets)},
+		{"rx.buffer-bytes", float64(m.Rx.BufferBytes)}, {"rx.xoff-bytes", float64(m.Rx.XoffBytes)},
+		{"rx.wqe-cache", float64(m.Rx.WQECacheSize)}, {"rx.prefetch-min", float64(m.Rx.PrefetchMin)},
+		{"rx.prefetch-max", float64(m.Rx.PrefetchMax)}, {"rx.prefetch-div", float64(m.Rx.PrefetchDiv)},
+		{"rx.miss-slots", float64(m.Rx.MissSlots)}, {"rx.miss-fetch", float64(m.Rx.MissFetch)},
+		{"rx.fetch-slots", float64(m.Rx.FetchSlots)}, {"rx.qpc-miss-slots", float64(m.Rx.QPCMissSlots)},
+		{"cache.qpc-entries", float64(m.Cache.QPCEntries)}, {"cache.mtt-entries", float64(m.Cache.MTTEntries)},
+		{"cache.mtt-page-bytes", float64(m.Cache.MTTPageBytes)},
+		{"host.remote-numa-gbps", m.Host.RemoteNUMAGbps}, {"host.gpu-same-switch-gbps", m.Host.GPUSameSwitchGbps},
+		{"host.gpu-cross-switch-gbps", m.Host.GPUCrossSwitchGbps}}
+	for _, f := range pos {
+		if !(f.v > 0) || math.IsInf(f.v, 0) {
+			return verr("micro."+f.k, "%v: want > 0", f.v)
+		}
+	}
+	nonneg := []struct {
+		k string
+		v int64
+	}{{"pcie.read-latency-ns", m.PCIe.ReadLatencyNs}, {"pcie.write-latency-ns", m.PCIe.WriteLatencyNs},
+		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
+		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
+		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
+		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
+		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},
+		{"rx.sge-ns", m.Rx.SGENs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
+		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
+		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
+		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},
+		{"host.gpu-cross-switch-latency-ns", m.Host.GPUCrossSwitchLatency}}
+	for _, f := range nonneg {
+		if f.v < 0 {
+			return verr("micro."+f.k, "%d: want >= 0", f.v)
+		}
+	}
+	switch {
+	case m.Tx.LoopbackGbps < 0 || math.IsNaN(m.Tx.LoopbackGbps):
+		return verr("micro.tx.loopback-gbps", "%v: want >= 0 (0: no limit)", m.Tx.LoopbackGbps)
+	case m.Rx.PausePrio < 0 || m.Rx.PausePrio > 7:
+		return verr("micro.rx.pause-priority", "%d: want 0..7", m.Rx.PausePrio)
+	case m.Rx.XonBytes > m.Rx.XoffBytes || m.Rx.XoffBytes > m.Rx.BufferBytes:
+		return verr("micro.rx.xoff-bytes", "xon %d, xoff %d, buffer %d: want xon <= xoff <= buffer",
+			m.Rx.XonBytes, m.Rx.XoffBytes, m.Rx.BufferBytes)
+	case m.Rx.PrefetchMin > m.Rx.PrefetchMax:
+		return verr("micro.rx.prefetch-min", "%d is above prefetch-max %d", m.Rx.PrefetchMin, m.Rx.PrefetchMax)
+	}
+	return nil
 }

@@ -78,7 +78,7 @@ func (s *Scenario) effective() yaml.MapSlice {
 	for _, e := range s.Expect {
 		expects = append(expects, e.effective())
 	}
-	return yaml.MapSlice{
+	out := yaml.MapSlice{
 		{Key: "testbed", Value: s.Testbed},
 		{Key: "seed", Value: s.Seed},
 		{Key: "index-base", Value: s.IndexBase},
@@ -90,6 +90,10 @@ func (s *Scenario) effective() yaml.MapSlice {
 		{Key: "events", Value: events},
 		{Key: "expect", Value: expects},
 	}
+	if s.Workload != nil {
+		out = append(out, kv{Key: "workload", Value: s.Workload.effective()})
+	}
+	return out
 }
 
 func nonNil(l []int) []int {

@@ -43,7 +43,7 @@ func Parse(data []byte, name string) (*Scenario, error) {
 // Top-level keys.
 var (
 	topKeys = []string{"testbed", "seed", "index-base", "rewrite-udp-dst-port", "requester", "responder",
-		"traffic", "network", "events", "expect",
+		"traffic", "network", "events", "expect", "workload",
 		// reference format, hardware only (requester-mirror/responder-mirror snap-len is used)
 		"local-workspace", "result-path", "aggregate-pcap-filename", "num-repeats", "switch",
 		"requester-mirror", "responder-mirror"}
@@ -66,7 +66,7 @@ var (
 	testbeds          = []string{"sim", "netns", "rxe-vm", "remote"}
 	validMTUs         = []int{256, 512, 1024, 2048, 4096}
 	referenceNICNames = map[string]string{"cx4": "cx4lx", "cx5": "cx5", "cx6": "cx6dx", "e810": "e810"}
-	profileNames      = []string{"cx4lx", "cx5", "cx6dx", "e810", "ideal", "irn"}
+	profileNames      = []string{"cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g"}
 )
 
 // deferred holds what can only be checked once the whole file is read (the index base, the traffic shape).
@@ -150,6 +150,7 @@ func (d *decoder) parse(data []byte) *Scenario {
 	}
 	fields, _ := d.fields(root)
 	var df deferred
+	var wl *val // the workload section, if any
 	for _, f := range fields {
 		if slices.Contains(referenceOnlyTopKeys, f.key) {
 			s.Format = FormatLumina
@@ -198,6 +199,10 @@ func (d *decoder) parse(data []byte) *Scenario {
 		case "expect":
 			its, _ := d.items(f.v)
 			df.expects = append(df.expects, its...)
+		case "workload":
+			s.Workload = d.workload(f.v)
+			fv := f.v
+			wl = &fv
 		case "local-workspace", "result-path", "aggregate-pcap-filename", "num-repeats":
 			d.ignore(f)
 		case "switch":
@@ -212,6 +217,15 @@ func (d *decoder) parse(data []byte) *Scenario {
 	slices.SortStableFunc(df.events, func(a, b val) int {
 		return boolRank(!strings.HasPrefix(a.path, "traffic.")) - boolRank(!strings.HasPrefix(b.path, "traffic."))
 	})
+	if wl != nil {
+		// The micro-architecture model has no event injector and runs only on the simulated testbed.
+		if len(df.events) > 0 {
+			d.errv(*wl, "a workload cannot be combined with events; expected either a workload section or traffic with events")
+		}
+		if s.Testbed != "sim" {
+			d.errv(*wl, "a workload runs on the simulated testbed only; expected testbed: sim (it is %s)", s.Testbed)
+		}
+	}
 	d.finish(s, &df)
 	return s
 }

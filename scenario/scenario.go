@@ -62,6 +62,9 @@ type Scenario struct {
 	Events []Event `json:"events" yaml:"events"`
 	// Expect lists what the test asserts; a scenario with expectations is a test case.
 	Expect []Expectation `json:"expect" yaml:"expect"`
+	// Workload, when set, replaces the traffic generator by a Collie-style workload on the NIC
+	// micro-architecture model (workload.go).
+	Workload *Workload `json:"workload,omitempty" yaml:"workload,omitempty"`
 
 	// IgnoredKeys records each accepted hardware-only key as "FILE:LINE:COL: key.path".
 	IgnoredKeys []string `json:"-" yaml:"-"`

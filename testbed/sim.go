@@ -29,6 +29,9 @@ type Options struct {
 // Run runs the scenario on its testbed, writes the results directory and analyzes it.
 // Errors wrapping ErrInput are the scenario's fault (exit status 2).
 func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
+	if sc.Workload != nil {
+		return runWorkload(sc, opts) // a Collie-style workload on the NIC micro-architecture model (workload.go)
+	}
 	var backend func(*scenario.Scenario, Options) (*rawResults, error)
 	switch sc.Testbed {
 	case "", "sim":

@@ -1,0 +1,58 @@
+package rnic
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestMicroSection: the shipped micro profiles load, the others have no micro section, and bad micro values
+// are reported at their key and line.
+func TestMicroSection(t *testing.T) {
+	for _, n := range []string{"cx6vpi-200g", "p2100g"} {
+		p := mustProfile(t, n)
+		if p.Micro == nil || p.Micro.Tx.Units < 1 || p.Micro.Rx.WQECacheSize < 1 {
+			t.Errorf("%s: micro section %+v", n, p.Micro)
+		}
+	}
+	if p := mustProfile(t, "cx5"); p.Micro != nil {
+		t.Errorf("cx5 has a micro section; the existing profiles must stay as they were")
+	}
+	base, err := profileFS.ReadFile("profiles/cx6vpi-200g.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(key string) int {
+		for i, l := range strings.Split(string(base), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), key+":") {
+				return i + 1
+			}
+		}
+		t.Fatalf("no %s in the profile", key)
+		return 0
+	}
+	for _, c := range []struct {
+		from, to string
+		want     string
+		line     int
+	}{
+		{"    xoff-bytes: 24576", "    xoff-bytes: 9999999", "micro.rx.xoff-bytes", line("xoff-bytes")},
+		{"    units: 8", "    units: 0", "micro.tx.units: 0: want > 0", line("units")},
+		{"    read-latency-ns: 700", "    read-latency-ns: -5", "micro.pcie.read-latency-ns: -5: want >= 0", line("read-latency-ns")},
+		{"    pause-priority: 3", "    pause-priority: 9", "micro.rx.pause-priority: 9: want 0..7", line("pause-priority")},
+		{"    prefetch-min: 8", "    prefetch-min: 99", "micro.rx.prefetch-min: 99 is above prefetch-max", line("prefetch-min")},
+		{"    units: 8", "    unit: 8", "unknown field", line("units")},
+	} {
+		data := strings.Replace(string(base), c.from, c.to, 1)
+		if data == string(base) {
+			t.Fatalf("%q not found in the profile", c.from)
+		}
+		_, err := ParseProfile("x.yaml", []byte(data))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to contain %q", c.to, err, c.want)
+			continue
+		}
+		if pe, ok := err.(*ProfileError); !ok || pe.Line != c.line {
+			t.Errorf("%s: error %v, want a ProfileError at line %d", c.to, err, c.line)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package testbed
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"lumina/scenario"
+)
+
+func loadText(t *testing.T, text string) *scenario.Scenario {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "w.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenario.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// TestWorkloadRun: a reproducer of Collie's anomaly #1 shows the pause in analysis.json and, because it
+// expects the workload check to fail, passes; the ordinary workload is clean.
+func TestWorkloadRun(t *testing.T) {
+	sc := loadText(t, `
+requester: {nic: {type: cx6vpi-200g}}
+responder: {nic: {type: cx6vpi-200g}}
+workload: {qp_type: ud, opcode: send, num_qps: 1, mtu: 2048, wqe_batch: 64, wq_depth: 256, msg_sizes: [2048]}
+expect:
+  - {path: workload.symptom, equals: pause}
+  - {path: workload.pause_duration_ratio, min: 0.001}
+  - {path: 'workload.hosts[host=responder].counters_per_second.rx_wqe_cache_miss', min: 1}
+  - {path: 'checks[analyzer=workload].ok', equals: false}
+`)
+	dir := t.TempDir()
+	o, err := Run(sc, Options{OutDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ExitCode() != 0 || o.Doc.Verdict != VerdictPass {
+		t.Errorf("verdict %s (exit %d), want pass: expectations %+v", o.Doc.Verdict, o.ExitCode(), o.Doc.Expectations)
+	}
+	c := o.Doc.Checks[0]
+	if c.Analyzer != "workload" || c.OK || len(c.Violations) != 1 || !strings.Contains(c.Violations[0].Message, "PFC pause duration ratio") {
+		t.Errorf("workload check %+v: want a failed check naming the pause", c)
+	}
+	for _, f := range []string{FileScenario, FileCounters, FileWorkload, FileAnalysis} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("results directory lacks %s: %v", f, err)
+		}
+	}
+	var wa WorkloadAnalysis
+	if err := readJSON(dir, FileWorkload, &wa); err != nil {
+		t.Fatal(err)
+	}
+	if wa.Symptom != "pause" || wa.PauseRatio <= 0.001 || wa.LimitGbps != 200 || len(wa.Hosts) != 2 {
+		t.Errorf("workload.json %+v: want pause on a 200 Gb/s profile", wa)
+	}
+	// The effective scenario keeps the workload (defaults filled in) and loads back.
+	back, err := scenario.Load(filepath.Join(dir, FileScenario))
+	if err != nil || back.Workload == nil || back.Workload.WQEBatch != 64 || back.Workload.NumMRs != 1 {
+		t.Errorf("effective scenario: %v, %+v", err, back)
+	}
+
+	sc = loadText(t, `
+requester: {nic: {type: p2100g}}
+responder: {nic: {type: p2100g}}
+workload: {wqe_batch: 16}
+`)
+	o, err = Run(sc, Options{OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := readJSON(o.Dir, FileWorkload, &wa); err != nil {
+		t.Fatal(err)
+	}
+	if o.ExitCode() != 0 || wa.Symptom != "none" || wa.GoodputGbps < 97 || wa.PauseRatio != 0 {
+		t.Errorf("ordinary workload on p2100g: exit %d, %+v: want clean at line rate", o.ExitCode(), wa)
+	}
+}
+
+func TestWorkloadNeedsMicroProfile(t *testing.T) {
+	sc := loadText(t, "workload: {num_qps: 2}\n") // the default NIC is cx5
+	_, err := Run(sc, Options{OutDir: t.TempDir()})
+	if err == nil || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "requester.nic.type cx5 has no micro section") {
+		t.Errorf("error %v, want a bad-input error about cx5's missing micro section", err)
+	}
+}
