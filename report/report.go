@@ -74,15 +74,27 @@ func Run(w io.Writer, o *testbed.Outcome) {
 	fmt.Fprintf(w, "scenario   %s  (testbed %s, seed %d, index-base %d)\n", sc.Path, sc.Testbed, sc.Seed, sc.IndexBase)
 	fmt.Fprintf(w, "hosts      requester %s %s  ->  responder %s %s\n", sc.Requester.NIC.Type,
 		prefixes(sc.Requester.NIC.IPList), sc.Responder.NIC.Type, prefixes(sc.Responder.NIC.IPList))
-	t := sc.Traffic
-	fmt.Fprintf(w, "traffic    %s, %d connection(s) x %d message(s) x %d B, MTU %d (%d packets/message)\n",
-		t.Verb, t.NumConnections, t.NumMsgsPerQP, t.MessageSize, t.MTU, t.PacketsPerMessage())
+	if wl := sc.Workload; wl != nil {
+		fmt.Fprintf(w, "workload   %s %s, %d QP(s), MTU %d, batch %d, %d SGE(s), depth %d, %d MR(s) of %d B, sizes %v, %s, memory %s\n",
+			strings.ToUpper(wl.QPType), wl.Opcode, wl.NumQPs, wl.MTU, wl.WQEBatch, wl.SGE, wl.WQDepth, wl.NumMRs, wl.MRSize,
+			wl.MsgSizes, wl.Direction, wl.Memory)
+	} else {
+		t := sc.Traffic
+		fmt.Fprintf(w, "traffic    %s, %d connection(s) x %d message(s) x %d B, MTU %d (%d packets/message)\n",
+			t.Verb, t.NumConnections, t.NumMsgsPerQP, t.MessageSize, t.MTU, t.PacketsPerMessage())
+	}
 	if len(o.Entries) > 0 {
 		fmt.Fprintf(w, "events     %d table entr%s installed (see switch.json for each entry's hits)\n",
 			len(o.Entries), plural(len(o.Entries), "y", "ies"))
 	}
 	fmt.Fprintf(w, "results    %s\n\n", o.Dir)
 
+	if doc.Workload != nil {
+		workload(w, doc) // no trace: Collie's monitor on the micro-architecture model
+		expectations(w, doc)
+		fmt.Fprintf(w, "\n%s\n", strings.ToUpper(doc.Verdict))
+		return
+	}
 	ok := 0
 	for _, c := range doc.Integrity.Checks {
 		if c.OK {
@@ -108,6 +120,11 @@ func Run(w io.Writer, o *testbed.Outcome) {
 		counters(w, a.Counters)
 		traffic(w, o, a)
 	}
+	expectations(w, doc)
+	fmt.Fprintf(w, "\n%s\n", strings.ToUpper(doc.Verdict))
+}
+
+func expectations(w io.Writer, doc *testbed.Document) {
 	if len(doc.Expectations) > 0 {
 		pass := 0
 		for _, e := range doc.Expectations {
@@ -128,7 +145,6 @@ func Run(w io.Writer, o *testbed.Outcome) {
 			fmt.Fprintln(w)
 		}
 	}
-	fmt.Fprintf(w, "\n%s\n", strings.ToUpper(doc.Verdict))
 }
 
 func checks(w io.Writer, cs []analyze.Check, maxViolations int) {
@@ -164,10 +180,37 @@ func checks(w io.Writer, cs []analyze.Check, maxViolations int) {
 			if shown >= maxViolations {
 				break
 			}
-			fmt.Fprintf(w, "         packet %d: %s\n", v.Packet, v.Message)
+			if v.Packet < 0 { // a verdict on the whole run, not on a packet
+				fmt.Fprintf(w, "         %s\n", v.Message)
+			} else {
+				fmt.Fprintf(w, "         packet %d: %s\n", v.Packet, v.Message)
+			}
 			shown++
 		}
 	}
+}
+
+// workload prints a workload run: Collie's monitor on the NIC micro-architecture model.
+func workload(w io.Writer, doc *testbed.Document) {
+	wl := doc.Workload
+	fmt.Fprintf(w, "workload   %.0f us measured: goodput %.1f Gb/s, %.2f Mpps (limits %.0f Gb/s, %.1f Mpps: %.0f%%), pause %.3f%%\n",
+		wl.WindowUs, wl.GoodputGbps, wl.GoodputMpps, wl.LimitGbps, wl.LimitMpps, 100*wl.LimitShare, 100*wl.PauseRatio)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "HOST\tNIC\tTX Gb/s\tRX Gb/s\tTX Mpps\tRX Mpps\tPAUSE %\t")
+	for _, h := range wl.Hosts {
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%.3f\t\n", h.Host, h.NIC, h.TxGbps, h.RxGbps, h.TxMpps, h.RxMpps,
+			100*h.PauseRatio)
+	}
+	tw.Flush()
+	symptom := "none: no pause, throughput at a limit"
+	if wl.Symptom != "none" {
+		symptom = strings.ToUpper(wl.Symptom)
+	}
+	fmt.Fprintf(w, "symptom    %s\n", symptom)
+	if doc.Analysis != nil {
+		checks(w, doc.Analysis.Checks, 5)
+	}
+	fmt.Fprintln(w, "counters   per second in workload.json (diagnostic: cache misses, PCIe back-pressure, RX buffer)")
 }
 
 func retransmissions(w io.Writer, rs []analyze.Retransmission, max int) {

@@ -33,6 +33,8 @@ type Document struct {
 	Integrity trace.Integrity `json:"integrity"`
 	*analyze.Analysis
 	Expectations []scenario.ExpectResult `json:"expectations"`
+	// Workload is a workload: run's measurement on the NIC micro-architecture model (no trace then).
+	Workload *WorkloadAnalysis `json:"workload,omitempty"`
 	// Verdict is pass (every check and expectation passed), fail, or invalid (the trace failed the integrity
 	// check and nothing was analyzed).
 	Verdict string `json:"verdict"`
@@ -67,6 +69,9 @@ func Reanalyze(dir string) (*Outcome, error) {
 	sc, err := scenario.Load(filepath.Join(dir, FileScenario))
 	if err != nil {
 		return nil, badInputf("%s is not a results directory: %w", dir, err)
+	}
+	if sc.Workload != nil {
+		return reanalyzeWorkload(dir, sc)
 	}
 	return analyzeDir(dir, sc, nil)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"lumina/roce"
@@ -18,14 +19,76 @@ import (
 // TestRxeVMWriteDrop runs examples/rxe-vm-write-drop.yaml on real Soft-RoCE in a qemu guest (needs root,
 // qemu and the Debian mirror for the first build; scripts/rxe-vm/ci.sh runs it): the dropped packet must be
 // NAK'd and resent by go-back-N, the trace must pass the integrity check and every ICRC must be valid.
+// The traffic is perftest with the switch in learning mode (TestRxeVMVerbsWriteDrop runs our generator).
 func TestRxeVMWriteDrop(t *testing.T) {
-	sc, err := scenario.Load("../examples/rxe-vm-write-drop.yaml")
+	t.Setenv(EnvRxeTool, "perftest")
+	rxeVMDrop(t, "../examples/rxe-vm-write-drop.yaml", "")
+}
+
+// TestRxeVMVerbsWriteDrop is the same drop with our verbs generator (lumina-verbs): the switch gets the
+// connection from the generator's control-plane report (nothing learned), and traffic.json holds the
+// generator's message completion times.
+func TestRxeVMVerbsWriteDrop(t *testing.T) {
+	t.Setenv(EnvRxeTool, "verbs")
+	out := rxeVMDrop(t, "../examples/rxe-vm-verbs-write-drop.yaml", "verbs")
+	var st rxeSwitchStatus
+	if err := readJSON(filepath.Join(out, RxeRawDir), "switch-status.json", &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Learned) != 0 || len(st.Entries) == 0 {
+		t.Errorf("switch: %d learned connections (want 0: the control plane configures it), %d event entries (want >= 1)", len(st.Learned), len(st.Entries))
+	}
+	var rep VerbsReport
+	if err := readJSON(filepath.Join(out, RxeRawDir), "verbs-client.json", &rep); err != nil {
+		t.Fatal(err)
+	}
+	var conns []ConnRecord
+	var traffic []TrafficRecord
+	if err := readJSON(out, FileConnections, &conns); err != nil {
+		t.Fatal(err)
+	}
+	if err := readJSON(out, FileTraffic, &traffic); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Conns) != 1 || len(conns) != 1 || len(traffic) != 1 {
+		t.Fatalf("%d reported, %d connections.json, %d traffic.json records; want 1 each", len(rep.Conns), len(conns), len(traffic))
+	}
+	r, c, tr := rep.Conns[0], conns[0], traffic[0]
+	if c.RequesterQPN != r.ReqQPN || c.ResponderQPN != r.RespQPN || c.RequesterIPSN != r.ReqIPSN || c.RequesterQPN == 0 || c.ResponderQPN == 0 {
+		t.Errorf("connections.json %+v does not carry the generator's QPNs/PSN %+v", c, r)
+	}
+	if tr.Status != "ok" || tr.Posted != 20 || tr.Completed != 20 || len(tr.MCTUs) != 20 || tr.GoodputGbps <= 0 {
+		t.Fatalf("traffic.json: %+v; want status ok, 20 posted and completed, 20 MCTs, goodput > 0", tr)
+	}
+	rest := append([]float64(nil), tr.MCTUs[1:]...)
+	sort.Float64s(rest)
+	for k, m := range tr.MCTUs {
+		if m <= 0 {
+			t.Errorf("MCT of message %d is %v us; want > 0", k+1, m)
+		}
+	}
+	// The first message carries the drop: its completion waits for the NAK and the resend.
+	t.Logf("MCTs (us): first %.0f, median of the others %.0f; goodput %.4f Gb/s", tr.MCTUs[0], rest[len(rest)/2], tr.GoodputGbps)
+	if tr.MCTUs[0] <= rest[len(rest)/2] {
+		t.Errorf("MCT of message 1 (with the drop) %.0f us is not above the median of the others, %.0f us", tr.MCTUs[0], rest[len(rest)/2])
+	}
+}
+
+// rxeVMDrop runs a drop scenario ((qp 1, psn 5, iter 1) of a WRITE) on rxe and checks the trace and the
+// analysis; it returns the results directory.
+func rxeVMDrop(t *testing.T, path, outSuffix string) string {
+	sc, err := scenario.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := os.Getenv("LUMINA_RXE_OUT")
 	if out == "" {
 		out = t.TempDir()
+	} else if outSuffix != "" {
+		out = filepath.Join(out, outSuffix)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	o, err := Run(sc, Options{OutDir: out, Progress: testWriter{t}})
 	if err != nil {
@@ -101,6 +164,7 @@ func TestRxeVMWriteDrop(t *testing.T) {
 			t.Errorf("expectation failed: %+v", e)
 		}
 	}
+	return out
 }
 
 type testWriter struct{ t *testing.T }

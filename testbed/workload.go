@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,12 +50,6 @@ type WorkloadHost struct {
 	TxMpps     float64           `json:"tx_goodput_mpps"`
 	RxMpps     float64           `json:"rx_goodput_mpps"`
 	Counters   map[string]uint64 `json:"counters_per_second"`
-}
-
-// workloadDocument is analysis.json of a workload run: the usual document and the workload section.
-type workloadDocument struct {
-	*Document
-	Workload *WorkloadAnalysis `json:"workload"`
 }
 
 // runWorkload runs a scenario's workload section on the NIC micro-architecture model: no trace, but the
@@ -120,6 +113,12 @@ func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 		}
 	}
 
+	return workloadOutcome(sc, opts.OutDir, wa, &cf)
+}
+
+// workloadOutcome judges a workload run (Collie's monitor as the "workload" check), evaluates the scenario's
+// expectations and writes analysis.json; lumina analyze DIR calls it again on workload.json.
+func workloadOutcome(sc *scenario.Scenario, dir string, wa *WorkloadAnalysis, cf *CountersFile) (*Outcome, error) {
 	check := analyze.Check{Analyzer: "workload", QP: sc.IndexBase, OK: wa.Symptom == "none", Violations: []analyze.Violation{}}
 	switch wa.Symptom {
 	case "pause":
@@ -134,22 +133,27 @@ func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	check.ViolationCount = len(check.Violations)
 	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase,
 		Integrity: trace.Integrity{OK: true, Checks: []trace.CheckResult{}},
-		Analysis:  &analyze.Analysis{Checks: []analyze.Check{check}, Metadata: "none"}}
-	full := workloadDocument{Document: doc, Workload: wa}
-	b, err := json.Marshal(full)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the analysis: %w", err)
-	}
-	var tree any
-	if err := json.Unmarshal(b, &tree); err != nil {
-		return nil, fmt.Errorf("encoding the analysis: %w", err)
-	}
+		Analysis:  &analyze.Analysis{Checks: []analyze.Check{check}, Metadata: "none"}, Workload: wa}
+	tree := docTree(doc)
 	doc.Expectations = evaluateTree(sc, tree)
 	doc.Verdict = verdict(sc, tree, doc)
-	if err := writeJSON(opts.OutDir, FileAnalysis, full); err != nil {
+	if err := writeJSON(dir, FileAnalysis, doc); err != nil {
 		return nil, err
 	}
-	return &Outcome{Dir: opts.OutDir, Doc: doc, Scenario: sc, Counters: &cf}, nil
+	return &Outcome{Dir: dir, Doc: doc, Scenario: sc, Counters: cf}, nil
+}
+
+// reanalyzeWorkload re-judges a workload results directory from its workload.json (there is no trace).
+func reanalyzeWorkload(dir string, sc *scenario.Scenario) (*Outcome, error) {
+	var wa WorkloadAnalysis
+	if err := readJSON(dir, FileWorkload, &wa); err != nil {
+		return nil, badInputf("%s: %w", dir, err)
+	}
+	var cf CountersFile
+	if err := readJSON(dir, FileCounters, &cf); err != nil {
+		return nil, badInputf("%s: %w", dir, err)
+	}
+	return workloadOutcome(sc, dir, &wa, &cf)
 }
 
 // workloadAnalysis derives the monitor's view from the model's window counters.

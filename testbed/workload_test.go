@@ -90,3 +90,23 @@ func TestWorkloadNeedsMicroProfile(t *testing.T) {
 		t.Errorf("error %v, want a bad-input error about cx5's missing micro section", err)
 	}
 }
+
+// lumina analyze DIR on a workload results directory re-judges it from workload.json (there is no trace).
+func TestReanalyzeWorkloadDir(t *testing.T) {
+	sc, err := scenario.Load("../examples/collie-01-ud-send-batch-pause.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	o, err := Run(sc, Options{OutDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Reanalyze(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Doc.Workload == nil || r.Doc.Workload.Symptom != o.Doc.Workload.Symptom || r.Doc.Verdict != o.Doc.Verdict {
+		t.Fatalf("re-analysis: %+v, want the run's symptom %s and verdict %s", r.Doc.Workload, o.Doc.Workload.Symptom, o.Doc.Verdict)
+	}
+}
