@@ -208,16 +208,6 @@ func (e *Endpoint) postWindow() {
 	}
 }
 
-func verbOf(v string) rnic.Verb {
-	switch v {
-	case "send":
-		return rnic.VerbSend
-	case "read":
-		return rnic.VerbRead
-	}
-	return rnic.VerbWrite
-}
-
 func (e *Endpoint) post(i int) {
 	q := e.qps[i]
 	t := &e.cfg.Traffic
@@ -232,7 +222,7 @@ func (e *Endpoint) post(i int) {
 		q.res.FirstPostNs = now
 	}
 	q.res.Posted = q.posted
-	wr := rnic.WorkRequest{ID: uint64(m), Verb: verbOf(q.Verb), Length: t.MsgSize,
+	wr := rnic.WorkRequest{ID: uint64(m), Verb: rnic.VerbOf(q.Verb), Length: t.MsgSize,
 		RemoteAddr: 0x10000000 + uint64(m)*uint64(t.MsgSize), RKey: 0x1234}
 	e.out.Reset()
 	if err := q.qp.PostSend(now, wr, &e.out); err != nil {

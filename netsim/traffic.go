@@ -37,16 +37,6 @@ type trafficGen struct {
 	finished int
 }
 
-func verbOf(v string) rnic.Verb {
-	switch v {
-	case "send":
-		return rnic.VerbSend
-	case "read":
-		return rnic.VerbRead
-	}
-	return rnic.VerbWrite
-}
-
 // post posts message number c.posted of connection i.
 func (g *trafficGen) post(s *sim, i int) {
 	c := &g.conns[i]
@@ -60,7 +50,7 @@ func (g *trafficGen) post(s *sim, i int) {
 		c.firstPost = s.now
 	}
 	h := s.hosts[0]
-	wr := rnic.WorkRequest{ID: uint64(m), Verb: verbOf(c.verb), Length: g.cfg.MsgSize,
+	wr := rnic.WorkRequest{ID: uint64(m), Verb: rnic.VerbOf(c.verb), Length: g.cfg.MsgSize,
 		RemoteAddr: 0x10000000 + uint64(m)*uint64(g.cfg.MsgSize), RKey: 0x1234}
 	h.out.Reset()
 	if err := c.req.qp.PostSend(s.now, wr, &h.out); err != nil {

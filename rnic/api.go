@@ -24,6 +24,18 @@ const (
 	VerbRead
 )
 
+// VerbOf maps a traffic generator's verb name (send, read, write) to the Verb a connection's work requests use;
+// anything else is a WRITE.
+func VerbOf(name string) Verb {
+	switch name {
+	case "send":
+		return VerbSend
+	case "read":
+		return VerbRead
+	}
+	return VerbWrite
+}
+
 // WorkRequest is a message posted to a QP's send queue.
 type WorkRequest struct {
 	ID         uint64 // caller's identifier, returned in the completion
