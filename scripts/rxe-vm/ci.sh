@@ -3,7 +3,9 @@
 # examples/rxe-vm-write-drop.yaml on it through the Go testbed (testbed.RunRxeVM, test TestRxeVMWriteDrop):
 # the switch drops (qp 1, psn 5, iter 1) of a WRITE, and the test asserts that rxe NAKs it and goes back N,
 # that the trace passes the integrity check, that every ICRC is valid and that the analyzers report the NACK
-# generation and reaction latencies. Budget: under 10 minutes on 2 cores including a cold build.
+# generation and reaction latencies. When the verbs generator built (libibverbs-dev on the host), the same drop
+# runs again with it (examples/rxe-vm-verbs-write-drop.yaml, TestRxeVMVerbsWriteDrop): the switch configured
+# through the control plane instead of learning, and the generator's MCTs in traffic.json. Budget: under 10 minutes on 2 cores including a cold build.
 #
 #   scripts/rxe-vm/ci.sh [--keep DIR]     (DIR keeps the results directory)
 #
@@ -41,24 +43,31 @@ echo "ci.sh: build took $((tb - t0)) s"
 out=${keep:-$(mktemp -d)}
 cd "$repo"
 tlog=$(mktemp)
+tests='TestRxeVMWriteDrop$'
+if [ -f "$cache/bin/lumina-verbs" ]; then
+	tests='TestRxeVM(Verbs)?WriteDrop$'
+else
+	echo "ci.sh: WARNING: no verbs generator in $cache/bin (see build.sh's output): its test does not run"
+fi
 set +e
 LUMINA_RXE_NO_BUILD=1 LUMINA_RXE_CACHE=$cache LUMINA_RXE_OUT=$out \
-	timeout 420 "$GO" test -tags rxevm -run 'TestRxeVMWriteDrop$' -count=1 -v -timeout 400s ./testbed/ >"$tlog" 2>&1
+	timeout 840 "$GO" test -tags rxevm -run "$tests" -count=1 -v -timeout 820s ./testbed/ >"$tlog" 2>&1
 rc=$?
 set -e
-grep -E -- '--- |^(ok|FAIL|PASS)|packets,|NACK gen|run.sh|guest: |rror|want' "$tlog" || true
+grep -E -- '--- |^(ok|FAIL|PASS)|packets,|NACK gen|MCTs|run.sh|guest: |rror|want' "$tlog" || true
 echo "ci.sh: run took $(( $(date +%s) - tb )) s; total $(( $(date +%s) - t0 )) s; results in $out"
-if [ -f "$out/analysis.json" ]; then
-	python3 - "$out/analysis.json" <<'PY' || true
+for a in "$out/analysis.json" "$out/verbs/analysis.json"; do
+	[ -f "$a" ] || continue
+	python3 - "$a" <<'PY' || true
 import json, sys
 d = json.load(open(sys.argv[1]))
-print("ci.sh: verdict", d["verdict"], "| integrity", d["integrity"]["ok"],
+print("ci.sh:", sys.argv[1].split("/")[-2] == "verbs" and "verbs generator:" or "perftest:", "verdict", d["verdict"], "| integrity", d["integrity"]["ok"],
       "| checks", ", ".join(f'{c["analyzer"]}={c["ok"]}' for c in d["checks"]))
 for r in d["retransmissions"]:
     print(f'ci.sh: retransmission qp {r["qp"]} psn {r["psn"]} trigger {r["trigger"]} '
           f'nack_generation_us {r["nack_generation_us"]} nack_reaction_us {r["nack_reaction_us"]}')
 PY
-fi
+done
 [ "$rc" = 0 ] || { echo "ci.sh: FAILED; the whole test log:"; cat "$tlog"; }
 rm -f "$tlog"
 [ -z "$keep" ] && rm -rf "$out"

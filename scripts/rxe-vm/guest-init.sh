@@ -172,11 +172,11 @@ perftest)
 	;;
 verbs)
 	timeout -k 5 "$TRAFFIC_TIMEOUT" ip netns exec resp lumina-verbs server --device rxeresp --gid-index "$RESP_GID" \
-		--listen "$RESP_IP:18515" --job /lumina/job/scenario.yaml >$OUT/verbs-server.json 2>$OUT/verbs-server.log &
+		--listen "$RESP_IP:18515" --timeout "${TRAFFIC_TIMEOUT}s" >$OUT/verbs-server.json 2>$OUT/verbs-server.log &
 	srv=$!
 	timeout -k 5 "$TRAFFIC_TIMEOUT" ip netns exec req lumina-verbs client --device rxereq --gid-index "$REQ_GID" \
 		--connect "$RESP_IP:18515" --job /lumina/job/scenario.yaml --control 192.168.77.2:7700 \
-		>$OUT/verbs-client.json 2>$OUT/verbs-client.log
+		--timeout "$((TRAFFIC_TIMEOUT - 5))s" >$OUT/verbs-client.json 2>$OUT/verbs-client.log
 	cl=$?
 	wait $srv
 	src=$?
