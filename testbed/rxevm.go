@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lumina/verbs"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -266,30 +267,12 @@ type rxeSwitchStatus struct {
 	Learned  []inject.ConnMeta `json:"learned"`
 }
 
-// VerbsConn is one connection in the verbs generator's report (lumina-verbs client --json output).
-type VerbsConn struct {
-	Index         int       `json:"index"`
-	Verb          string    `json:"verb"`
-	ReqIP         string    `json:"req_ip"`
-	RespIP        string    `json:"resp_ip"`
-	ReqQPN        uint32    `json:"req_qpn"`
-	RespQPN       uint32    `json:"resp_qpn"`
-	ReqIPSN       uint32    `json:"req_ipsn"`
-	RespIPSN      uint32    `json:"resp_ipsn"`
-	PacketsPerMsg int       `json:"packets_per_msg"`
-	NumMsgs       int       `json:"num_msgs"`
-	Status        string    `json:"status"`
-	Posted        int       `json:"messages_posted"`
-	Completed     int       `json:"messages_completed"`
-	MCTUs         []float64 `json:"mct_us"`
-	GoodputGbps   float64   `json:"goodput_gbps"`
-}
+// VerbsReport is the verbs generator's report (lumina-verbs client output): per connection its metadata,
+// status, message completion times and goodput.
+type VerbsReport = verbs.Report
 
-// VerbsReport is the verbs generator's report.
-type VerbsReport struct {
-	Conns []VerbsConn `json:"conns"`
-	Error string      `json:"error,omitempty"`
-}
+// VerbsConn is one connection of a VerbsReport.
+type VerbsConn = verbs.ConnReport
 
 // collectRxeVM turns the guest's files into the results directory.
 func collectRxeVM(sc *scenario.Scenario, job rxeJob, raw, out string) (*rawResults, error) {
