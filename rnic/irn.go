@@ -125,6 +125,7 @@ func (q *QP) irnNAK(now Time, p *Pkt, out *Output) {
 		q.inRecovery = true
 		q.recoverSeq = q.sndNxt
 		q.retxCursor = q.sndUna
+		q.flt.sackRetx = false
 	}
 	q.retxPending = true
 	out.Wake = true
@@ -155,8 +156,8 @@ func (q *QP) irnNextLost() (idx, off int, ok bool) {
 			q.retxCursor = w.first.Add(w.npkts) // only the request itself is a packet
 			continue
 		}
-		if !q.isSacked(psn) {
-			return i, d, true
+		if !q.isSacked(psn) || q.flt.set.has(fIRNRetxSacked) && !q.flt.sackRetx {
+			return i, d, true // fault irn-retx-sacked: also one SACKed packet per recovery
 		}
 		q.retxCursor = psn.Add(1)
 	}
@@ -172,6 +173,9 @@ func (q *QP) irnRetransmit(now Time, p *Pkt) {
 		return
 	}
 	q.emit(now, idx, off, p)
+	if q.flt.set.has(fIRNRetxSacked) && q.isSacked(p.PSN) {
+		q.flt.sackRetx = true
+	}
 	w := &q.sq[idx]
 	if w.wr.Verb == VerbRead {
 		q.retxCursor = w.first.Add(w.npkts)

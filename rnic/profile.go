@@ -41,6 +41,9 @@ type Profile struct {
 	// Micro is the NIC's micro-architecture (caches, PCIe, processing units, RX buffer and PFC, host
 	// topology) used by netsim's workload model; nil when the profile does not describe it.
 	Micro *MicroArch `yaml:"micro,omitempty"`
+	// Faults is test-only fault injection (faults.go): a profile for a NIC we have not seen may carry a known
+	// bug to check the checkers. Shipped profiles carry none.
+	Faults []string `yaml:"faults,omitempty"`
 }
 
 // Transports.
@@ -442,6 +445,9 @@ func (p *Profile) validate() *ProfileError {
 	if p.APM.Enabled && (p.APM.ServiceNs <= 0 || p.APM.QueueLimit < 1) {
 		return verr("apm-slow-path", "enabled with service-ns %d, queue-limit %d: want > 0 and >= 1",
 			p.APM.ServiceNs, p.APM.QueueLimit)
+	}
+	if err := p.validateFaults(); err != nil {
+		return err
 	}
 	if p.Micro != nil {
 		if err := p.Micro.validate(); err != nil {

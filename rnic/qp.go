@@ -165,7 +165,8 @@ type QP struct {
 	// IRN responder: out-of-order packets kept, indexed by PSN modulo the ring size.
 	ooo []oooSlot
 
-	rp rp
+	rp  rp
+	flt faultState // test-only injected faults (faults.go)
 }
 
 // oooSlot is one out-of-order packet an IRN responder keeps until the gap before it fills.
@@ -220,6 +221,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	q.ePSN = cfg.RecvPSN
 	q.msgLen = -1
 	q.rp = newRP(cfg.Profile, cfg.DCQCNRP)
+	q.flt.set = faultsOf(cfg.Profile)
 	q.drawFirstTimeout()
 	if q.irn {
 		n := 1
@@ -556,13 +558,17 @@ func (q *QP) respond(now Time, p *Pkt, out *Output) {
 	switch {
 	case d > 0: // out of order: one NAK per sequence error, then silence
 		if q.nakState {
+			q.faultSecondNAK(out)
 			return
 		}
-		q.nakState = true
+		q.nakState, q.flt.nakDouble = true, false
 		q.inc(CtrOutOfSequence)
 		q.stats.OutOfSequence++
+		if q.flt.set.has(fNoNAK) {
+			return // fault no-nak: recovery is left to the requester's timeout
+		}
 		q.stats.NAKsSent++
-		q.pushItem(respItem{kind: itemNAK, psn: q.ePSN, syndrome: roce.SyndromePSNSeqErr, msn: q.msn})
+		q.pushItem(respItem{kind: itemNAK, psn: q.flt.set.shift(fNAKWrongPSN, q.ePSN), syndrome: roce.SyndromePSNSeqErr, msn: q.msn})
 		out.NAKSent = true
 		out.NAKTail = q.isTailGap(p)
 	case d < 0: // duplicate
@@ -749,7 +755,7 @@ func (q *QP) onAck(now Time, p *Pkt, out *Output) {
 		if !q.retry(now, out) {
 			return
 		}
-		q.goBack(p.PSN)
+		q.goBack(q.flt.set.shift(fRetxWrongPSN, p.PSN))
 		out.Wake = true
 	case roce.AckTypeRNRNAK:
 		if !q.validAckPSN(p.PSN.Add(-1)) {
@@ -954,7 +960,7 @@ func (q *QP) readGap(now Time, w *wqe, out *Output) {
 		return
 	}
 	q.inReadGap, q.readGapPSN = true, next
-	q.goBack(next)
+	q.goBack(q.flt.set.shift(fReadReissueWrongPSN, next))
 	out.ReadReissue = true
 	out.Wake = true
 }
