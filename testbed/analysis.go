@@ -47,11 +47,9 @@ type Outcome struct {
 	Scenario *scenario.Scenario
 	Traffic  []TrafficRecord
 	Counters *CountersFile
-	Entries  []EntryRecord
+	// Entries are the installed event-table entries as written in switch.json.
+	Entries []json.RawMessage
 }
-
-// EntryRecord is an installed event-table entry as written in switch.json.
-type EntryRecord = json.RawMessage
 
 // ExitCode is the command's exit status for this outcome (spec/scenario-and-cli.md).
 func (o *Outcome) ExitCode() int {
