@@ -298,7 +298,7 @@ func (e *Endpoint) complete(i int, c *rnic.Completion) {
 	}
 	now := e.now()
 	if c.Status != rnic.StatusSuccess {
-		q.res.Status = statusName(c.Status)
+		q.res.Status = c.Status.ConnStatus()
 		e.finish(q)
 		return
 	}
@@ -322,18 +322,6 @@ func (e *Endpoint) finish(q *epQP) {
 	if d := q.res.LastCompletionNs - q.res.FirstPostNs; d > 0 {
 		q.res.GoodputGbps = float64(int64(q.completed)*int64(e.cfg.Traffic.MsgSize)*8) / float64(d)
 	}
-}
-
-func statusName(st rnic.Status) string {
-	switch st {
-	case rnic.StatusRetryExc:
-		return netsim.StatusRetryExceeded
-	case rnic.StatusRNRRetryExc:
-		return netsim.StatusRNRExceeded
-	case rnic.StatusFlushErr:
-		return netsim.StatusFlushed
-	}
-	return netsim.StatusRemoteError
 }
 
 func (e *Endpoint) fireTimers() {

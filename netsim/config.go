@@ -120,14 +120,14 @@ type CounterSnapshot struct {
 	Start, Finish []rnic.Counter
 }
 
-// Conn statuses.
+// Conn statuses (rnic's shared names).
 const (
-	StatusOK            = "ok"
-	StatusRetryExceeded = "retry-exceeded"
-	StatusRNRExceeded   = "rnr-retry-exceeded"
-	StatusFlushed       = "flushed"
-	StatusRemoteError   = "remote-error"
-	StatusIncomplete    = "incomplete"
+	StatusOK            = rnic.ConnOK
+	StatusRetryExceeded = rnic.ConnRetryExceeded
+	StatusRNRExceeded   = rnic.ConnRNRExceeded
+	StatusFlushed       = rnic.ConnFlushed
+	StatusRemoteError   = rnic.ConnRemoteError
+	StatusIncomplete    = rnic.ConnIncomplete
 )
 
 // ConnResult is one connection's outcome as the traffic generator sees it.

@@ -86,7 +86,7 @@ func (g *trafficGen) complete(s *sim, conn int, cpl *rnic.Completion) {
 	}
 	m := int(cpl.WRID)
 	if cpl.Status != rnic.StatusSuccess {
-		c.status = statusName(cpl.Status)
+		c.status = cpl.Status.ConnStatus()
 		g.finish(s, c)
 		return
 	}
@@ -129,18 +129,6 @@ func (g *trafficGen) maybeNextRound(s *sim) {
 		}
 	}
 	g.postRound(s)
-}
-
-func statusName(st rnic.Status) string {
-	switch st {
-	case rnic.StatusRetryExc:
-		return StatusRetryExceeded
-	case rnic.StatusRNRRetryExc:
-		return StatusRNRExceeded
-	case rnic.StatusFlushErr:
-		return StatusFlushed
-	}
-	return StatusRemoteError
 }
 
 // pending describes the unfinished traffic for limit and stall errors.

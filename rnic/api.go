@@ -58,6 +58,32 @@ const (
 	StatusRemoteErr                 // a NAK other than a sequence error
 )
 
+// Connection statuses a traffic generator reports per connection (traffic.json's "status"): ok, or why the
+// connection stopped. The simulator, the software RNIC and the verbs generator share these names.
+const (
+	ConnOK            = "ok"
+	ConnRetryExceeded = "retry-exceeded"
+	ConnRNRExceeded   = "rnr-retry-exceeded"
+	ConnFlushed       = "flushed"
+	ConnRemoteError   = "remote-error"
+	ConnIncomplete    = "incomplete"
+)
+
+// ConnStatus names a failed completion's status as a connection status.
+func (s Status) ConnStatus() string {
+	switch s {
+	case StatusSuccess:
+		return ConnOK
+	case StatusRetryExc:
+		return ConnRetryExceeded
+	case StatusRNRRetryExc:
+		return ConnRNRExceeded
+	case StatusFlushErr:
+		return ConnFlushed
+	}
+	return ConnRemoteError
+}
+
 // Completion is a work completion.
 type Completion struct {
 	WRID   uint64

@@ -1,15 +1,19 @@
 package verbs
 
-import "fmt"
+import (
+	"fmt"
 
-// Connection statuses in the report (the simulated testbed's names).
+	"lumina/rnic"
+)
+
+// Connection statuses in the report (rnic's shared names, as the simulated testbed reports them).
 const (
-	StatusOK            = "ok"
-	StatusRetryExceeded = "retry-exceeded"
-	StatusRNRExceeded   = "rnr-retry-exceeded"
-	StatusFlushed       = "flushed"
-	StatusRemoteError   = "remote-error"
-	StatusIncomplete    = "incomplete"
+	StatusOK            = rnic.ConnOK
+	StatusRetryExceeded = rnic.ConnRetryExceeded
+	StatusRNRExceeded   = rnic.ConnRNRExceeded
+	StatusFlushed       = rnic.ConnFlushed
+	StatusRemoteError   = rnic.ConnRemoteError
+	StatusIncomplete    = rnic.ConnIncomplete
 )
 
 // Session is the requester's bookkeeping, free of any clock or device: which connection may post its next
