@@ -107,6 +107,7 @@ type mhost struct {
 	dbFree     int64
 	freeUnits  int
 	dmaPending int  // jobs whose payload read is in flight
+	dmaBytes   int  // their payload bytes, which the transmit buffer holds room for
 	rr         ring // connections with transmit work
 	txQ        ring // packets waiting for the wire
 	ctrlQ      ring
@@ -236,7 +237,10 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 	return s.result(gbps), nil
 }
 
-// defaultWarmupNs is 200 us, longer when the initial WQE reads of many QPs take a while to clear PCIe.
+// defaultWarmupNs is 200 us, longer when many QPs must each get a turn before the caches hold their steady
+// state: the initial WQE reads must clear PCIe, and every connection should have sent its largest and an average
+// message at line rate (cold misses of connections not yet seen would otherwise count in the window). At most
+// 2 ms.
 func defaultWarmupNs(cfg *WorkloadConfig) int64 {
 	w := &cfg.Workload
 	conns := w.NumQPs
@@ -245,7 +249,18 @@ func defaultWarmupNs(cfg *WorkloadConfig) int64 {
 	}
 	m := cfg.Profiles[0].Micro
 	bytes := float64(conns*min(w.WQDepth, 2*wqeFetchMax)) * float64(m.Tx.WQEBaseBytes+w.SGE*m.Tx.WQESGEBytes)
-	return min(200_000+int64(2*bytes*8/m.PCIe.ReadGbps), 2_000_000)
+	var mean, largest float64
+	for _, sz := range w.MsgSizes {
+		mean += float64(sz)
+		largest = max(largest, float64(sz))
+	}
+	mean /= float64(len(w.MsgSizes))
+	gbps := cfg.LinkGbps
+	if gbps <= 0 {
+		gbps = min(cfg.Profiles[0].LinkGbps, cfg.Profiles[1].LinkGbps)
+	}
+	turns := float64(conns) * (mean + largest) * 8 / gbps
+	return min(200_000+int64(max(2*bytes*8/m.PCIe.ReadGbps, turns)), 2_000_000)
 }
 
 func psPerByte(gbps float64) int64 { return max(int64(8000/gbps+0.5), 1) }
@@ -480,9 +495,12 @@ func (s *msim) wake(h *mhost, ci int32) {
 }
 
 // startUnits gives WQEs to free processing units, one per connection in turn, while the transmit buffer has
-// room: units bound the requests in flight, the buffer bounds what waits for the wire.
+// room: units bound the requests in flight, the buffer bounds what waits for the wire and what is being read
+// for it (two payload reads may always be in flight, so a message larger than the buffer streams while the
+// next one is read).
 func (s *msim) startUnits(h *mhost) {
-	for h.freeUnits > 0 && h.txQBytes < h.m.Tx.BufferBytes && h.dmaPending < h.m.PCIe.MaxOutstandingReads && h.rr.size > 0 {
+	for h.freeUnits > 0 && (h.dmaPending < 2 || h.txQBytes+h.dmaBytes < h.m.Tx.BufferBytes) &&
+		h.dmaPending < h.m.PCIe.MaxOutstandingReads && h.rr.size > 0 {
 		ci := h.rr.pop()
 		c := &s.conns[ci]
 		c.inRR[h.id] = false
@@ -541,6 +559,7 @@ func (s *msim) unitDone(h *mhost, ji int32) {
 			sge = 1
 		}
 		size := s.msgSize(j.msg)
+		h.dmaBytes += size
 		piece := (size + sge - 1) / sge
 		for left := size; left > 0; {
 			n := min(piece, left)
@@ -574,6 +593,9 @@ func (s *msim) dmaDone(h *mhost, ji int32) {
 	s.freeJob = append(s.freeJob, ji)
 	h.dmaPending--
 	c := &s.conns[j.conn]
+	if j.resp || s.w.Opcode != "read" {
+		h.dmaBytes -= s.msgSize(j.msg)
+	}
 	if j.epoch != c.epoch && !j.resp {
 		s.startUnits(h) // went back meanwhile: this message will be sent again
 		return
@@ -696,6 +718,13 @@ func (s *msim) tryLoop(h *mhost) {
 // the host path to remote-socket or GPU memory.
 func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 	m := &h.m.PCIe
+	if !payload {
+		// Context, translation and WQE reads are arbitrated ahead of payload reads: they take the link's
+		// bandwidth from the payload queue rather than waiting behind the payload bytes already queued.
+		xfer := int64(n) * psPerByte(m.ReadGbps)
+		h.rdFree = max(s.now, h.rdFree) + xfer
+		return max(t, s.now) + xfer + m.ReadLatencyNs*psPerNs
+	}
 	if h.tags.len() >= m.MaxOutstandingReads {
 		if e := h.tags.pop(); e > t {
 			if s.inWin {
@@ -910,10 +939,15 @@ func (s *msim) startRx(h *mhost) {
 	if p.first() && (p.kind == mpData || p.kind == mpReadResp) {
 		cost += int64(s.w.SGE) * r.SGENs
 		// The receive side needs the QP's context too; its misses are handled qpc-miss-slots at a time, so
-		// the processor loses a slot's share of each miss's PCIe read (which queues behind payload reads).
+		// the processor loses a slot's share of each miss's PCIe read. With rx-read-queue-bytes the read
+		// first waits in the DMA read queue behind the transmit path's payload reads, and the processor with it.
 		if !h.qpc.lookup(uint64(p.conn)) {
 			if s.inWin {
 				h.st.QPCCacheMiss++
+			}
+			if pc := &h.m.PCIe; pc.RxReadQueueBytes > 0 {
+				// Behind the payload reads already queued, up to what the read queue holds.
+				start = max(start, min(h.rdFree, start+int64(pc.RxReadQueueBytes)*psPerByte(pc.ReadGbps)))
 			}
 			done := s.pcieRead(h, start, h.m.Cache.QPCBytes, false)
 			start += (done - start) / int64(r.QPCMissSlots)

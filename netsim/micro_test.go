@@ -31,15 +31,23 @@ func TestCollieAnomalies(t *testing.T) {
 	}
 }
 
-// TestOrdinaryWorkloadsClean: perftest-like traffic (one RC QP, WRITE, 64 KB messages, batch 1..16, MTU 4K)
-// reaches line rate without pause on every profile with a micro section.
+// TestOrdinaryWorkloadsClean: perftest-like traffic (ib_write_bw, ib_send_bw, ib_read_bw, with -b for both
+// directions and -q for QPs: RC, 64 KB messages, MTU 4K, post lists of 1 and 16, 1 to 64 QPs) reaches line rate
+// without pause on every profile with a micro section.
 func TestOrdinaryWorkloadsClean(t *testing.T) {
 	for _, prof := range []string{"cx6vpi-200g", "p2100g"} {
-		for _, b := range []int{1, 2, 4, 8, 16} {
-			r := runMicro(t, prof, wl("rc", "write", 1, 4096, b, 1, 128, 1, 64*kb, []int{64 * kb}, DirUni, MemLocal), nil)
-			s := summarize(r)
-			if s.pause != 0 || s.gbps < 0.97*s.limG {
-				t.Errorf("%s batch %d: pause %.4f, %.1f of %.0f Gb/s: want no pause and line rate", prof, b, s.pause, s.gbps, s.limG)
+		for _, op := range []string{"write", "send", "read"} {
+			for _, dir := range []string{DirUni, DirBi} {
+				for _, qps := range []int{1, 8, 64} {
+					for _, b := range []int{1, 16} {
+						r := runMicro(t, prof, wl("rc", op, qps, 4096, b, 1, 128, 1, 64*kb, []int{64 * kb}, dir, MemLocal), nil)
+						s := summarize(r)
+						if s.pause != 0 || s.gbps < 0.97*s.limG {
+							t.Errorf("%s %s %s, %d QPs, batch %d: pause %.4f, %.1f of %.0f Gb/s: want no pause and line rate",
+								prof, op, dir, qps, b, s.pause, s.gbps, s.limG)
+						}
+					}
+				}
 			}
 		}
 	}

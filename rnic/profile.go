@@ -511,6 +511,10 @@ type MicroPCIe struct {
 	ReadRequestBytes int `yaml:"read-request-bytes"`
 	// RelaxedOrdering off: a DMA write may not pass DMA read completions issued before it.
 	RelaxedOrdering bool `yaml:"relaxed-ordering"`
+	// RxReadQueueBytes > 0: a QP-context read of the receive path waits in one DMA read queue behind the
+	// payload reads the transmit path queued, up to this many bytes of them, and the packet processor waits
+	// with it; 0: context, translation and WQE reads are arbitrated ahead of payload reads.
+	RxReadQueueBytes int `yaml:"rx-read-queue-bytes"`
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
@@ -603,6 +607,7 @@ func (m *MicroArch) validate() *ProfileError {
 		k string
 		v int64
 	}{{"pcie.read-latency-ns", m.PCIe.ReadLatencyNs}, {"pcie.write-latency-ns", m.PCIe.WriteLatencyNs},
+		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
 		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},

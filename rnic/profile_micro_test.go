@@ -35,7 +35,7 @@ func TestMicroSection(t *testing.T) {
 		want     string
 		line     int
 	}{
-		{"    xoff-bytes: 24576", "    xoff-bytes: 9999999", "micro.rx.xoff-bytes", line("xoff-bytes")},
+		{"    xoff-bytes: 32768", "    xoff-bytes: 9999999", "micro.rx.xoff-bytes", line("xoff-bytes")},
 		{"    units: 8", "    units: 0", "micro.tx.units: 0: want > 0", line("units")},
 		{"    read-latency-ns: 700", "    read-latency-ns: -5", "micro.pcie.read-latency-ns: -5: want >= 0", line("read-latency-ns")},
 		{"    pause-priority: 3", "    pause-priority: 9", "micro.rx.pause-priority: 9: want 0..7", line("pause-priority")},
