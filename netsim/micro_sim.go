@@ -686,9 +686,14 @@ func (s *msim) trySend(h *mhost) {
 }
 
 // tryLoop moves loopback frames through the NIC's internal switch into its own RX buffer; the internal path
-// has no PFC, only back-pressure from a receive buffer past XOFF.
+// has no PFC, only back-pressure from the receive buffer: past XOFF, or earlier (loopback-xoff-bytes) on a NIC
+// that keeps its receive path for the wire.
 func (s *msim) tryLoop(h *mhost) {
-	if h.loopBusy || h.loopQ.size == 0 || h.xoff || h.rxBuf >= h.m.Rx.XoffBytes {
+	limit := h.m.Rx.XoffBytes
+	if x := h.m.Tx.LoopbackXoffBytes; x > 0 {
+		limit = min(limit, x)
+	}
+	if h.loopBusy || h.loopQ.size == 0 || h.xoff || h.rxBuf >= limit {
 		return
 	}
 	pi := h.loopQ.pop()

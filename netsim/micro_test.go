@@ -129,6 +129,20 @@ func TestAnomalyMechanisms(t *testing.T) {
 	}
 }
 
+// TestLoopbackYields: #13's workload pauses on cx6vpi-200g, whose loopback competes with the wire up to XOFF,
+// and not on p2100g, whose loopback waits while its receive buffer holds loopback-xoff-bytes; the same p2100g
+// without that threshold pauses too.
+func TestLoopbackYields(t *testing.T) {
+	w := collieTriggers[12].w
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() {
+		t.Errorf("p2100g: loopback with received traffic paused %.4f, want no pause", s.pause)
+	}
+	s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 0 }))
+	if !s.isPause() {
+		t.Errorf("p2100g without loopback-xoff-bytes: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
 func TestRunWorkloadDeterministic(t *testing.T) {
 	w := collieTriggers[5].w
 	a := runMicro(t, "cx6vpi-200g", w, nil)

@@ -530,6 +530,9 @@ type MicroTx struct {
 	PktNs int64 `yaml:"pkt-ns"`
 	// LoopbackGbps limits traffic between QPs of the same NIC through its internal switch (0: no limit).
 	LoopbackGbps float64 `yaml:"loopback-gbps"`
+	// LoopbackXoffBytes: loopback frames wait while the receive buffer holds this much, so traffic from the
+	// wire keeps the receive path (0: they wait only at the port's XOFF, competing with the wire).
+	LoopbackXoffBytes int `yaml:"loopback-xoff-bytes"`
 	// AckEveryPackets: the RC responder acknowledges every N packets and every message's last packet.
 	AckEveryPackets int `yaml:"ack-every-packets"`
 }
@@ -609,7 +612,7 @@ func (m *MicroArch) validate() *ProfileError {
 	}{{"pcie.read-latency-ns", m.PCIe.ReadLatencyNs}, {"pcie.write-latency-ns", m.PCIe.WriteLatencyNs},
 		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
-		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
+		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)}, {"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
 		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
 		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},

@@ -117,6 +117,16 @@ func TestSpaceSamplingAndMutation(t *testing.T) {
 			t.Errorf("dimension %s never mutated", d)
 		}
 	}
+	// num_mrs counts per QP; the host's total stays within Collie's 200K.
+	over := sp.Sample(rng)
+	over.NumQPs, over.NumMRs = 1000, 1000
+	if err := sp.Validate(over); err == nil || !strings.Contains(err.Error(), "above max_total_mrs 200000") {
+		t.Errorf("1000 QPs x 1000 MRs: error %v, want the total bound", err)
+	}
+	sp.repair(&over)
+	if over.NumMRs != 200 {
+		t.Errorf("repair left %d MRs per QP for 1000 QPs, want 200", over.NumMRs)
+	}
 	// Log sampling: about ln(17)/ln(20001) = 29% of points have at most 16 QPs (uniform sampling: 0.08%).
 	if qps < 600 || qps > 1150 {
 		t.Errorf("%d of 3000 samples with <= 16 QPs, want about 860", qps)

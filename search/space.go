@@ -84,19 +84,22 @@ func (r IntRange) grid(v int) []int {
 // transport, message pattern), the direction, and Lumina's event dimension. The zero value is not useful; start
 // from DefaultSpace and narrow it.
 type Space struct {
-	QPTypes    []string `json:"qp_type"`
-	Opcodes    []string `json:"opcode"`
-	NumQPs     IntRange `json:"num_qps"`
-	MTUs       []int    `json:"mtu"`
-	WQEBatch   IntRange `json:"wqe_batch"`
-	SGE        IntRange `json:"sge"`
-	WQDepth    IntRange `json:"wq_depth"`
-	NumMRs     IntRange `json:"num_mrs"`
-	MRSize     IntRange `json:"mr_size"`
-	MsgSize    IntRange `json:"msg_sizes"` // each element of the request vector
-	MsgCount   IntRange `json:"msg_count"` // the vector's length (Collie: 1..8)
-	Directions []string `json:"direction"`
-	Memories   []string `json:"memory"`
+	QPTypes  []string `json:"qp_type"`
+	Opcodes  []string `json:"opcode"`
+	NumQPs   IntRange `json:"num_qps"`
+	MTUs     []int    `json:"mtu"`
+	WQEBatch IntRange `json:"wqe_batch"`
+	SGE      IntRange `json:"sge"`
+	WQDepth  IntRange `json:"wq_depth"`
+	NumMRs   IntRange `json:"num_mrs"`
+	MRSize   IntRange `json:"mr_size"`
+	MsgSize  IntRange `json:"msg_sizes"` // each element of the request vector
+	MsgCount IntRange `json:"msg_count"` // the vector's length (Collie: 1..8)
+	// MaxTotalMRs bounds num_qps x num_mrs (num_mrs counts per QP; Collie bounds the MRs a host registers at
+	// 200K); 0: no bound.
+	MaxTotalMRs int      `json:"max_total_mrs,omitempty"`
+	Directions  []string `json:"direction"`
+	Memories    []string `json:"memory"`
 	// MaxEvents bounds Lumina's event dimension; 0 (Collie's setting: no drops on the switch) disables it.
 	MaxEvents   int      `json:"max_events,omitempty"`
 	EventTypes  []string `json:"event_types,omitempty"`
@@ -104,7 +107,7 @@ type Space struct {
 }
 
 // DefaultSpace is Collie's space (seeds/003 §4 and its code, collie-sim-anchor.md §1.1): up to 20K QPs and 200K
-// MRs (the paper's bounds), WQE batch up to the engine's 128, 1..4 SGEs, WQ depth up to 1024, request vectors of
+// MRs in all (the paper's bounds; num_mrs is per QP, so up to 200K / num_qps each), WQE batch up to the engine's 128, 1..4 SGEs, WQ depth up to 1024, request vectors of
 // 1..8 sizes from 32 B to 128 KB in 32 B steps, MTU 256..4096, MRs of 4 KB..4 MB.
 func DefaultSpace() Space {
 	return Space{
@@ -116,6 +119,7 @@ func DefaultSpace() Space {
 		SGE:         IntRange{Min: 1, Max: 4},
 		WQDepth:     IntRange{Min: 1, Max: 1024, Log: true},
 		NumMRs:      IntRange{Min: 1, Max: 200000, Log: true},
+		MaxTotalMRs: 200000,
 		MRSize:      IntRange{Min: 4096, Max: 4 << 20, Log: true, Step: 4096},
 		MsgSize:     IntRange{Min: 32, Max: 128 << 10, Log: true, Step: 32},
 		MsgCount:    IntRange{Min: 1, Max: 8},
@@ -194,6 +198,10 @@ func (s *Space) Check() error {
 	if !ok {
 		return fmt.Errorf("space: no qp_type supports any of the opcodes %v", s.Opcodes)
 	}
+	if s.MaxTotalMRs < 0 || (s.MaxTotalMRs > 0 && s.MaxTotalMRs < s.NumQPs.Min*s.NumMRs.Min) {
+		return fmt.Errorf("space: max_total_mrs %d is below num_qps minimum x num_mrs minimum %d (0: no bound)",
+			s.MaxTotalMRs, s.NumQPs.Min*s.NumMRs.Min)
+	}
 	if s.WQEBatch.Min > s.WQDepth.Max {
 		return fmt.Errorf("space: wqe_batch minimum %d exceeds wq_depth maximum %d", s.WQEBatch.Min, s.WQDepth.Max)
 	}
@@ -220,6 +228,10 @@ func (s *Space) Validate(w Workload) error {
 	}
 	if w.WQDepth < w.WQEBatch {
 		return fmt.Errorf("wq_depth %d below wqe_batch %d", w.WQDepth, w.WQEBatch)
+	}
+	if s.MaxTotalMRs > 0 && w.NumQPs*w.NumMRs > s.MaxTotalMRs {
+		return fmt.Errorf("num_qps %d x num_mrs %d = %d MRs, above max_total_mrs %d", w.NumQPs, w.NumMRs,
+			w.NumQPs*w.NumMRs, s.MaxTotalMRs)
 	}
 	if !s.MsgCount.contains(len(w.MsgSizes)) {
 		return fmt.Errorf("msg_sizes has %d sizes, expected %d..%d", len(w.MsgSizes), s.MsgCount.Min, s.MsgCount.Max)
@@ -289,7 +301,7 @@ func (s *Space) Sample(rng *rand.Rand) Workload {
 	w.MTU = s.MTUs[rng.IntN(len(s.MTUs))]
 	w.WQEBatch = s.WQEBatch.sample(rng, s.WQEBatch.Min, min(s.WQEBatch.Max, s.WQDepth.Max))
 	w.WQDepth = s.WQDepth.sample(rng, max(w.WQEBatch, s.WQDepth.Min), s.WQDepth.Max)
-	w.NumMRs = s.NumMRs.sample(rng, s.NumMRs.Min, s.NumMRs.Max)
+	w.NumMRs = s.NumMRs.sample(rng, s.NumMRs.Min, s.mrCap(w.NumQPs))
 	w.MRSize = s.MRSize.sample(rng, s.MRSize.Min, s.MRSize.Max)
 	w.MsgSizes = s.sampleMsgs(rng, w.QPType, w.MTU)
 	w.SGE = s.SGE.sample(rng, s.SGE.Min, s.SGE.Max)
@@ -302,6 +314,14 @@ func (s *Space) Sample(rng *rand.Rand) Workload {
 	}
 	s.repair(&w)
 	return w
+}
+
+// mrCap is the most MRs per QP the space allows with n QPs.
+func (s *Space) mrCap(n int) int {
+	if s.MaxTotalMRs > 0 {
+		return max(min(s.NumMRs.Max, s.MaxTotalMRs/max(n, 1)), s.NumMRs.Min)
+	}
+	return s.NumMRs.Max
 }
 
 func (s *Space) msgCap(qpType string, mtu int) int {
@@ -326,7 +346,8 @@ func (s *Space) sampleEvent(rng *rand.Rand, numQPs int) Event {
 }
 
 // repair restores the coupling rules after a change to one dimension, the way Collie forces the WQ depth to at
-// least the batch: depth >= batch, UD messages <= MTU, at least one byte per SGE, events on existing QPs.
+// least the batch: depth >= batch, UD messages <= MTU, at least one byte per SGE, the MRs within the total bound,
+// events on existing QPs.
 func (s *Space) repair(w *Workload) {
 	if !slices.Contains(s.allowedOpcodes(w.QPType), w.Opcode) {
 		if ops := s.allowedOpcodes(w.QPType); len(ops) > 0 {
@@ -350,6 +371,7 @@ func (s *Space) repair(w *Workload) {
 		w.SGE = min(w.SGE, slices.Min(w.MsgSizes))
 	}
 	w.SGE = max(w.SGE, s.SGE.Min)
+	w.NumMRs = min(w.NumMRs, s.mrCap(w.NumQPs))
 	w.Events = slices.DeleteFunc(w.Events, func(e Event) bool { return e.QP > w.NumQPs })
 }
 
