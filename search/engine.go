@@ -160,6 +160,9 @@ type Anomaly struct {
 	Minimal    bool     `json:"minimal"`
 	Seed       uint64   `json:"seed"`       // evaluation seed of the reproducer
 	MFSProbes  int      `json:"mfs_probes"` // evaluations the MFS and its verification took (cache hits excluded)
+	// MFSCut: the budget ran out during the MFS; probes past it were not run and count as the anomaly gone,
+	// so the feature set holds the point but may be narrower than minimal.
+	MFSCut bool `json:"mfs_cut,omitempty"`
 	// Elapsed is the wall time from the start of the search to this finding (benchmarks; not written).
 	Elapsed time.Duration `json:"-"`
 }
@@ -197,6 +200,7 @@ type engine struct {
 	replayed map[string]Metrics
 	evals    int
 	skipped  int
+	mfsCut   bool // the running MFS hit the budget
 	found    []*Anomaly
 	known    []Anomaly
 	seenKeys map[string]int // no-MFS mode: anomalous points already reported
@@ -265,6 +269,11 @@ func (e *engine) run() error {
 	}
 	var starts []start
 	for i := range ok {
+		if e.evals >= e.cfg.Budget {
+			// An MFS took the rest of the budget: the points measured after its anomaly are not recorded, so
+			// that a resumed search with a larger budget continues that MFS exactly where this one stopped.
+			break
+		}
 		sym := e.cfg.Monitor.Check(ms[i])
 		id, isNew := e.anomalyOf(ws[i], sym)
 		s := score(e.objs, e.refs, e.cfg.GA.Weights, ms[i])
@@ -367,6 +376,7 @@ func (e *engine) newAnomaly(id int, w Workload, m Metrics, sym Symptom) error {
 		return nil
 	}
 	before := e.evals
+	e.mfsCut = false
 	probe := func(ws []Workload) ([]Symptom, error) {
 		syms, err := e.probe(ws, "mfs", id)
 		return syms, err
@@ -388,6 +398,7 @@ func (e *engine) newAnomaly(id int, w Workload, m Metrics, sym Symptom) error {
 		a.Minimal = true
 	}
 	a.MFSProbes = e.evals - before
+	a.MFSCut = e.mfsCut
 	e.found = append(e.found, a)
 	return nil
 }
@@ -411,19 +422,38 @@ func exactMFS(w Workload) MFS {
 
 // probe evaluates MFS probes: cache hits are free; every real evaluation is counted and logged.
 func (e *engine) probe(ws []Workload, kind string, id int) ([]Symptom, error) {
-	ms, fresh, ok, err := e.evaluate(ws)
+	// The budget bounds probes too: those past it are not run (cache hits are free) and answer None. An MFS
+	// takes what is left of the budget before the results of its round that come after it (batch drops them).
+	run := make([]Workload, 0, len(ws))
+	idx := make([]int, 0, len(ws))
+	left := e.cfg.Budget - e.evals
+	costs := map[string]bool{}
+	for i, w := range ws {
+		k := w.Key()
+		if _, hit := e.cache[k]; !hit && !costs[k] {
+			if left <= 0 {
+				e.mfsCut = true
+				continue
+			}
+			left--
+			costs[k] = true
+		}
+		run = append(run, w)
+		idx = append(idx, i)
+	}
+	ms, fresh, ok, err := e.evaluate(run)
 	if err != nil {
 		return nil, err
 	}
-	if ok < len(ws) {
+	if ok < len(run) {
 		return nil, e.ctx.Err()
 	}
 	out := make([]Symptom, len(ws))
-	for i := range ws {
-		out[i] = e.cfg.Monitor.Check(ms[i])
-		if fresh[i] {
+	for j, i := range idx {
+		out[i] = e.cfg.Monitor.Check(ms[j])
+		if fresh[j] {
 			s := score(e.objs, e.refs, e.cfg.GA.Weights, ms[i])
-			if err := e.record(Record{Kind: kind, Workload: ws[i], Metrics: ms[i], Symptom: out[i],
+			if err := e.record(Record{Kind: kind, Workload: ws[i], Metrics: ms[j], Symptom: out[i],
 				Objective: "score", Energy: -s, Anomaly: id}); err != nil {
 				return nil, err
 			}

@@ -212,6 +212,9 @@ func WriteScenario(w io.Writer, profile string, searchSeed uint64, a *Anomaly) {
 	fmt.Fprintf(w, "# lumina search: anomaly %d (%s) on profile %s, found at evaluation %d (search seed %d).\n",
 		a.ID, a.Symptom, profile, a.FoundAt, searchSeed)
 	fmt.Fprintf(w, "# Minimal feature set: %s\n", a.MFS)
+	if a.MFSCut {
+		fmt.Fprintf(w, "# (the search budget ran out during its probes: the set holds the point but may not be minimal)\n")
+	}
 	if a.Minimal {
 		fmt.Fprintf(w, "# The workload is the simplest inside that set; it showed the symptom again.\n")
 	} else {

@@ -296,6 +296,42 @@ func TestMFSProbesCountedAndPointsSkipped(t *testing.T) {
 	}
 }
 
+// TestBudgetBoundsMFS: the budget counts MFS probes and is never exceeded; an MFS the budget cut short still
+// holds its point and says so.
+func TestBudgetBoundsMFS(t *testing.T) {
+	syn := SyntheticF()
+	full := DefaultConfig()
+	full.Budget = 2000
+	ref, refRecs := recordingSearch(t, syn, full)
+	if len(ref.Anomalies) == 0 {
+		t.Fatal("no anomaly to cut")
+	}
+	first := ref.Anomalies[0]
+	cfg := DefaultConfig()
+	cfg.Budget = first.FoundAt + first.MFSProbes/2
+	res, recs := recordingSearch(t, syn, cfg)
+	if res.Evaluations > cfg.Budget || len(recs) != res.Evaluations {
+		t.Fatalf("%d evaluations, %d records for a budget of %d", res.Evaluations, len(recs), cfg.Budget)
+	}
+	if len(res.Anomalies) == 0 {
+		t.Fatalf("no anomaly within %d evaluations; the full run found one at %d", cfg.Budget, first.FoundAt)
+	}
+	a := res.Anomalies[0]
+	if !a.MFSCut || !a.MFS.Match(a.Workload) || a.FoundAt != first.FoundAt {
+		t.Errorf("cut anomaly: found at %d (full run %d), mfs_cut %v, MFS %s holds its point %v",
+			a.FoundAt, first.FoundAt, a.MFSCut, a.MFS, a.MFS.Match(a.Workload))
+	}
+	if first.MFSCut {
+		t.Errorf("the full run's first MFS was cut")
+	}
+	// The cut run is a prefix of the longer one, so resuming it with the larger budget continues the MFS.
+	for i, r := range recs {
+		if r.Kind != refRecs[i].Kind || r.Workload.Key() != refRecs[i].Workload.Key() {
+			t.Fatalf("evaluation %d: %s %s, the longer run has %s %s", i+1, r.Kind, r.Workload, refRecs[i].Kind, refRecs[i].Workload)
+		}
+	}
+}
+
 func readAll(t *testing.T, dir string) (log, anomalies string) {
 	t.Helper()
 	l, err := os.ReadFile(filepath.Join(dir, LogFile))

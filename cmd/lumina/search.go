@@ -31,7 +31,8 @@ Each anomaly is reduced to its minimal feature set and written with a scenario t
   DIR/scenarios/       anomaly-N.yaml, for lumina run
 
 The search is deterministic for a seed and resumable (--resume, with the same options and a larger
---budget). With --restrict SPACE.yaml it answers whether that narrowed space holds an anomaly:
+--budget). The budget bounds every evaluation, MFS probes included; a feature set it cut short is
+marked mfs_cut and completed by a resumed search with a larger budget. With --restrict SPACE.yaml it answers whether that narrowed space holds an anomaly:
 exit status 1 when it does, 0 when it does not (2: bad input).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -129,8 +130,17 @@ func printSearchSummary(w io.Writer, dir string, res *search.Result) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSYMPTOM\tFOUND AT\tMINIMAL FEATURE SET\tSCENARIO")
+	cut := 0
 	for _, a := range res.Anomalies {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", a.ID, a.Symptom, a.FoundAt, a.MFS, a.Scenario)
+		mfs := a.MFS.String()
+		if a.MFSCut {
+			mfs += " (*)"
+			cut++
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", a.ID, a.Symptom, a.FoundAt, mfs, a.Scenario)
 	}
 	tw.Flush()
+	if cut > 0 {
+		fmt.Fprintf(w, "(*) the budget ran out during this feature set's probes: it holds the point but may not be minimal (mfs_cut in anomalies.json); a larger --budget completes it\n")
+	}
 }
