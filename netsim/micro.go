@@ -129,8 +129,9 @@ type WorkloadResult struct {
 	WindowNs int64
 	// Hosts are A (0) and B (1).
 	Hosts [2]MicroStats
-	// LimitGbps is the line rate; LimitMpps the packets/s limit for this workload's packet sizes (the
-	// lower of the NIC's packet rate and the line rate in packets of the workload's mean wire size).
+	// LimitGbps is the line rate; LimitMpps the packets/s limit for this workload's packet sizes and QPs (the
+	// lowest of the NIC's packet rate, its per-QP message rate times the QPs per direction, and the line rate
+	// in packets of the workload's mean wire size).
 	LimitGbps, LimitMpps float64
 	Events               uint64
 }

@@ -1319,5 +1319,10 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 	}
 	lineMpps := gbps * 1e3 / 8 / (bytes / pkts)
 	r.LimitMpps = min(lineMpps, min(s.hosts[0].m.MaxMpps, s.hosts[1].m.MaxMpps))
+	for _, h := range s.hosts {
+		if q := h.m.MaxMppsPerQP; q > 0 {
+			r.LimitMpps = min(r.LimitMpps, q*float64(s.w.NumQPs))
+		}
+	}
 	return r
 }

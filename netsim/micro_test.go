@@ -143,6 +143,29 @@ func TestLoopbackYields(t *testing.T) {
 	}
 }
 
+// TestPerQPLimit: the packets/s limit of a workload is at most its QPs times the profile's per-QP message rate,
+// so one QP of small messages is judged against what one QP can do, and many QPs against the NIC's rate or
+// the line rate in packets.
+func TestPerQPLimit(t *testing.T) {
+	p, err := rnic.LoadProfile("cx6vpi-200g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		qps  int
+		want float64
+	}{{1, p.Micro.MaxMppsPerQP}, {2, 2 * p.Micro.MaxMppsPerQP},
+		{64, min(p.Micro.MaxMpps, p.LinkGbps*1e3/8/float64(64+mHdrBytes))}} { // line rate in 64 B frames
+		r := runMicro(t, "cx6vpi-200g", wl("rc", "write", c.qps, 4096, 16, 1, 128, 1, 64*kb, []int{64}, DirUni, MemLocal), nil)
+		if r.LimitMpps != c.want {
+			t.Errorf("%d QPs of 64 B writes: packets/s limit %.1f M, want %.1f M", c.qps, r.LimitMpps, c.want)
+		}
+		if s := summarize(r); s.isLow() || s.isPause() {
+			t.Errorf("%d QPs of 64 B writes: pause %.4f, %.1f of %.1f Mpps: want no anomaly", c.qps, s.pause, s.mpps, s.limP)
+		}
+	}
+}
+
 func TestRunWorkloadDeterministic(t *testing.T) {
 	w := collieTriggers[5].w
 	a := runMicro(t, "cx6vpi-200g", w, nil)

@@ -492,6 +492,9 @@ func (p *Profile) CNPInterval(configuredUs float64) int64 {
 type MicroArch struct {
 	// MaxMpps is the NIC's packet-rate limit (the "packets/s limit" low throughput is judged against).
 	MaxMpps float64    `yaml:"max-mpps"`
+	// MaxMppsPerQP is the message rate one QP reaches (its WQEs go through the NIC in order): the packets/s
+	// limit of a workload with n QPs per direction is at most n times this (0: no per-QP bound).
+	MaxMppsPerQP float64 `yaml:"max-mpps-per-qp"`
 	PCIe    MicroPCIe  `yaml:"pcie"`
 	Tx      MicroTx    `yaml:"tx"`
 	Rx      MicroRx    `yaml:"rx"`
@@ -627,6 +630,8 @@ func (m *MicroArch) validate() *ProfileError {
 		}
 	}
 	switch {
+	case m.MaxMppsPerQP < 0 || math.IsNaN(m.MaxMppsPerQP) || math.IsInf(m.MaxMppsPerQP, 0):
+		return verr("micro.max-mpps-per-qp", "%v: want >= 0 (0: no per-QP bound)", m.MaxMppsPerQP)
 	case m.Tx.LoopbackGbps < 0 || math.IsNaN(m.Tx.LoopbackGbps):
 		return verr("micro.tx.loopback-gbps", "%v: want >= 0 (0: no limit)", m.Tx.LoopbackGbps)
 	case m.Rx.PausePrio < 0 || m.Rx.PausePrio > 7:

@@ -37,6 +37,7 @@ func TestMicroSection(t *testing.T) {
 	}{
 		{"    xoff-bytes: 32768", "    xoff-bytes: 9999999", "micro.rx.xoff-bytes", line("xoff-bytes")},
 		{"    units: 8", "    units: 0", "micro.tx.units: 0: want > 0", line("units")},
+		{"  max-mpps-per-qp: 24", "  max-mpps-per-qp: -3", "micro.max-mpps-per-qp: -3: want >= 0", line("max-mpps-per-qp")},
 		{"    read-latency-ns: 700", "    read-latency-ns: -5", "micro.pcie.read-latency-ns: -5: want >= 0", line("read-latency-ns")},
 		{"    pause-priority: 3", "    pause-priority: 9", "micro.rx.pause-priority: 9: want 0..7", line("pause-priority")},
 		{"    prefetch-min: 8", "    prefetch-min: 99", "micro.rx.prefetch-min: 99 is above prefetch-max", line("prefetch-min")},
