@@ -491,15 +491,15 @@ func (p *Profile) CNPInterval(configuredUs float64) int64 {
 // bandwidths in Gb/s, sizes in bytes.
 type MicroArch struct {
 	// MaxMpps is the NIC's packet-rate limit (the "packets/s limit" low throughput is judged against).
-	MaxMpps float64    `yaml:"max-mpps"`
+	MaxMpps float64 `yaml:"max-mpps"`
 	// MaxMppsPerQP is the message rate one QP reaches (its WQEs go through the NIC in order): the packets/s
 	// limit of a workload with n QPs per direction is at most n times this (0: no per-QP bound).
-	MaxMppsPerQP float64 `yaml:"max-mpps-per-qp"`
-	PCIe    MicroPCIe  `yaml:"pcie"`
-	Tx      MicroTx    `yaml:"tx"`
-	Rx      MicroRx    `yaml:"rx"`
-	Cache   MicroCache `yaml:"cache"`
-	Host    MicroHost  `yaml:"host"`
+	MaxMppsPerQP float64    `yaml:"max-mpps-per-qp"`
+	PCIe         MicroPCIe  `yaml:"pcie"`
+	Tx           MicroTx    `yaml:"tx"`
+	Rx           MicroRx    `yaml:"rx"`
+	Cache        MicroCache `yaml:"cache"`
+	Host         MicroHost  `yaml:"host"`
 }
 
 // MicroPCIe is the NIC's PCIe link: DMA reads (WQE fetches, cache misses, payload) share the read channel and
