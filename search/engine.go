@@ -163,6 +163,10 @@ type Anomaly struct {
 	// MFSCut: the budget ran out during the MFS; probes past it were not run and count as the anomaly gone,
 	// so the feature set holds the point but may be narrower than minimal.
 	MFSCut bool `json:"mfs_cut,omitempty"`
+	// Unconfirmed is the one-factor-at-a-time result when the simplest point inside it did not show the symptom
+	// (the point had more than one cause, so each dimension alone looked irrelevant). Collie then drops the
+	// feature set; here MFS describes the point itself, so that nothing else is skipped or attributed to it.
+	Unconfirmed MFS `json:"mfs_unconfirmed,omitempty"`
 	// Elapsed is the wall time from the start of the search to this finding (benchmarks; not written).
 	Elapsed time.Duration `json:"-"`
 }
@@ -393,6 +397,8 @@ func (e *engine) newAnomaly(id int, w Workload, m Metrics, sym Symptom) error {
 		}
 		if syms[0] == sym {
 			a.Reproducer, a.Minimal, a.Seed = q, true, evalSeed(e.cfg.Seed, q.Key())
+		} else {
+			a.Unconfirmed, a.MFS = mfs, exactMFS(w)
 		}
 	} else {
 		a.Minimal = true

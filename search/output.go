@@ -215,6 +215,9 @@ func WriteScenario(w io.Writer, profile string, searchSeed uint64, a *Anomaly) {
 	if a.MFSCut {
 		fmt.Fprintf(w, "# (the search budget ran out during its probes: the set holds the point but may not be minimal)\n")
 	}
+	if a.Unconfirmed != nil {
+		fmt.Fprintf(w, "# (one factor at a time gave %s, but its simplest point did not show the symptom)\n", a.Unconfirmed)
+	}
 	if a.Minimal {
 		fmt.Fprintf(w, "# The workload is the simplest inside that set; it showed the symptom again.\n")
 	} else {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/goccy/go-yaml"
 )
@@ -329,6 +330,38 @@ func TestBudgetBoundsMFS(t *testing.T) {
 		if r.Kind != refRecs[i].Kind || r.Workload.Key() != refRecs[i].Workload.Key() {
 			t.Fatalf("evaluation %d: %s %s, the longer run has %s %s", i+1, r.Kind, r.Workload, refRecs[i].Kind, refRecs[i].Workload)
 		}
+	}
+}
+
+// TestTwoCausesNotGeneralized: a point inside two anomaly regions stays anomalous whichever single factor
+// changes, so one factor at a time calls every dimension irrelevant. Its simplest point is normal, so (as Collie
+// does) that feature set is not kept: the anomaly is the point itself, and other workloads are neither skipped
+// nor attributed to it.
+func TestTwoCausesNotGeneralized(t *testing.T) {
+	syn := &Synthetic{LimitGbps: 100, LimitMpps: 100, Regions: []Region{
+		{Name: "bi", Symptom: Pause, Counter: "a", Directions: []string{"bi"}},
+		{Name: "gpu", Symptom: Pause, Counter: "b", Memories: []string{"gpu-same-switch"}},
+	}}
+	cfg := DefaultConfig()
+	e := &engine{cfg: cfg, ctx: context.Background(), ev: syn, cache: map[string]Metrics{}, replayed: map[string]Metrics{},
+		workers: 2, refs: map[string]float64{}, seenKeys: map[string]int{}, start: time.Now()}
+	e.sp, e.msp = &e.cfg.Space, &e.cfg.Space
+	w := OrdinaryWorkload()
+	w.Direction, w.Memory = "bi", "gpu-same-switch"
+	m, err := syn.Evaluate(context.Background(), w, 1)
+	if err != nil || cfg.Monitor.Check(m) != Pause {
+		t.Fatalf("the point: %v, symptom %s", err, cfg.Monitor.Check(m))
+	}
+	if err := e.newAnomaly(1, w, m, Pause); err != nil {
+		t.Fatal(err)
+	}
+	a := e.found[0]
+	if a.Unconfirmed == nil || a.Minimal || !a.MFS.Match(w) {
+		t.Fatalf("unconfirmed %v, minimal %v, MFS %s (holds the point: %v)", a.Unconfirmed, a.Minimal, a.MFS, a.MFS.Match(w))
+	}
+	if other := OrdinaryWorkload(); a.MFS.Match(other) || !a.Unconfirmed.Match(other) {
+		t.Errorf("MFS %s holds the ordinary workload %v (want not); the one-factor set %s holds it %v (want yes)",
+			a.MFS, a.MFS.Match(other), a.Unconfirmed, a.Unconfirmed.Match(other))
 	}
 }
 

@@ -130,16 +130,23 @@ func printSearchSummary(w io.Writer, dir string, res *search.Result) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSYMPTOM\tFOUND AT\tMINIMAL FEATURE SET\tSCENARIO")
-	cut := 0
+	cut, unconfirmed := 0, 0
 	for _, a := range res.Anomalies {
 		mfs := a.MFS.String()
 		if a.MFSCut {
 			mfs += " (*)"
 			cut++
 		}
+		if a.Unconfirmed != nil {
+			mfs += " (+)"
+			unconfirmed++
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", a.ID, a.Symptom, a.FoundAt, mfs, a.Scenario)
 	}
 	tw.Flush()
+	if unconfirmed > 0 {
+		fmt.Fprintf(w, "(+) more than one cause: the one-factor feature set (mfs_unconfirmed in anomalies.json) did not reproduce at its simplest point, so the anomaly is the point itself\n")
+	}
 	if cut > 0 {
 		fmt.Fprintf(w, "(*) the budget ran out during this feature set's probes: it holds the point but may not be minimal (mfs_cut in anomalies.json); a larger --budget completes it\n")
 	}
