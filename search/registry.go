@@ -27,14 +27,18 @@ func RegisterEvaluator(profile string, factory func() Evaluator) {
 	reg[profile] = factory
 }
 
-// EvaluatorFor returns a new evaluator for the profile, or an error naming the profiles that have one.
+// EvaluatorFor returns a new evaluator for the profile, or an error naming the profiles that have one. A name
+// ending in .yaml or .yml is a profile file: the simulated evaluator runs it if it has a micro section.
 func EvaluatorFor(profile string) (Evaluator, error) {
 	regMu.RLock()
 	f, ok := reg[profile]
 	regMu.RUnlock()
+	if low := strings.ToLower(profile); !ok && (strings.HasSuffix(low, ".yaml") || strings.HasSuffix(low, ".yml")) {
+		return NewSimEvaluator(profile)
+	}
 	if !ok {
-		return nil, fmt.Errorf("no evaluator exists for profile %q (profiles with one: %s)", profile,
-			strings.Join(Profiles(), ", "))
+		return nil, fmt.Errorf("no evaluator exists for profile %q (profiles with one: %s, or a profile file *.yaml with a micro section)",
+			profile, strings.Join(Profiles(), ", "))
 	}
 	return f(), nil
 }

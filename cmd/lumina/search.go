@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -38,6 +40,14 @@ exit status 1 when it does, 0 when it does not (2: bad input).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if profile == "" {
 				return badInput("--profile is required (profiles with an evaluator: %v)", search.Profiles())
+			}
+			if low := strings.ToLower(profile); strings.HasSuffix(low, ".yaml") || strings.HasSuffix(low, ".yml") {
+				// The reproducing scenarios name the file; they live elsewhere, so the path must be absolute.
+				abs, err := filepath.Abs(profile)
+				if err != nil {
+					return badInput("profile %s: %v", profile, err)
+				}
+				profile = abs
 			}
 			ev, err := search.EvaluatorFor(profile)
 			if err != nil {
@@ -96,7 +106,7 @@ exit status 1 when it does, 0 when it does not (2: bad input).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&profile, "profile", "", "NIC profile of both simulated hosts")
+	f.StringVar(&profile, "profile", "", "NIC profile of both simulated hosts: a name, or a profile file (*.yaml) with a micro section")
 	f.StringVar(&cfg.Algo, "algo", cfg.Algo, "search algorithm: random, ga (Lumina's genetic fuzzing) or sa (Collie's simulated annealing)")
 	f.BoolVar(&cfg.MFS, "mfs", cfg.MFS, "reduce each anomaly to its minimal feature set and skip workloads inside known ones")
 	f.IntVar(&cfg.Budget, "budget", cfg.Budget, "evaluations, MFS probes included")

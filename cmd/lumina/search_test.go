@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// restrictNine narrows the space to Collie's #9 trigger (seeds/003 A.1) but for the three request sizes.
+const restrictNine = `qp_type: [rc]
+opcode: [write]
+direction: [bi]
+memory: [local]
+mtu: [4096]
+num_qps: [8, 8]
+wqe_batch: [8, 8]
+sge: [3, 3]
+wq_depth: [128, 128]
+num_mrs: [1, 1]
+mr_size: [4194304, 4194304]
+msg_count: [3, 3]
+msg_sizes: [128, 65536]
+`
+
+// TestSearchProfileFile: --profile takes a profile file; cx6vpi-200g with relaxed ordering off (Collie's #9,
+// before F was forced to relaxed ordering) has a pause anomaly in #9's space, the embedded profile none, and
+// the reproducing scenario names the file by an absolute path that lumina run can load.
+func TestSearchProfileFile(t *testing.T) {
+	base, err := os.ReadFile("../../rnic/profiles/cx6vpi-200g.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noRO := strings.Replace(string(base), "relaxed-ordering: true", "relaxed-ordering: false", 1)
+	if noRO == string(base) {
+		t.Fatal("relaxed-ordering: true not found in cx6vpi-200g.yaml")
+	}
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cx6-noro.yaml")
+	if err := os.WriteFile(prof, []byte(noRO), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	space := writeFile(t, "nine.yaml", restrictNine)
+	t.Chdir(dir)
+
+	code, _, stderr := lumina(t, "search", "--profile", "cx6vpi-200g", "--restrict", space, "--budget", "24", "--out", "ro")
+	if code != 0 {
+		t.Fatalf("embedded profile (relaxed ordering on): exit %d, want 0 (no anomaly); stderr: %s", code, stderr)
+	}
+	code, _, stderr = lumina(t, "search", "--profile", "cx6-noro.yaml", "--restrict", space, "--budget", "24", "--out", "noro")
+	if code != 1 {
+		t.Fatalf("relaxed ordering off: exit %d, want 1 (anomaly); stderr: %s", code, stderr)
+	}
+	data, err := os.ReadFile("noro/anomalies.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []struct {
+		Symptom  string `json:"symptom"`
+		Scenario string `json:"scenario"`
+	}
+	if err := json.Unmarshal(data, &found); err != nil || len(found) == 0 || found[0].Symptom != "pause" {
+		t.Fatalf("anomalies.json %s: %v, want a pause anomaly", data, err)
+	}
+	sc, err := os.ReadFile(found[0].Scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(sc), "type: "+prof) {
+		t.Fatalf("scenario does not name the profile file %s:\n%s", prof, sc)
+	}
+	t.Chdir(t.TempDir()) // the scenario must not depend on the directory the search ran in
+	if code, _, stderr := lumina(t, "run", filepath.Join(dir, found[0].Scenario), "--out", "res"); code != 0 && code != 1 {
+		t.Fatalf("lumina run on the reproducing scenario: exit %d; stderr: %s", code, stderr)
+	}
+	analysis, err := os.ReadFile("res/analysis.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var an struct {
+		Workload struct {
+			Symptom    string  `json:"symptom"`
+			PauseRatio float64 `json:"pause_duration_ratio"`
+		} `json:"workload"`
+	}
+	if err := json.Unmarshal(analysis, &an); err != nil || an.Workload.Symptom != "pause" || an.Workload.PauseRatio <= 0.001 {
+		t.Fatalf("analysis.json workload %+v (%v): want the pause symptom", an.Workload, err)
+	}
+}
