@@ -126,7 +126,8 @@ func (c *Config) Check() error {
 type Record struct {
 	Eval int `json:"eval"` // 1-based
 	// Kind is warmup (the random points that rank the objectives), search (a step of the algorithm),
-	// restart (an annealing chain's new random start), mfs (an MFS probe) or verify (the minimal reproducer).
+	// restart (an annealing chain's new random start), mfs (an MFS probe), verify (the minimal reproducer) or
+	// reduce (moving a point with several causes to one).
 	Kind      string   `json:"kind"`
 	Chain     int      `json:"chain,omitempty"` // annealing chain, 1-based
 	Seed      uint64   `json:"seed"`            // the evaluation's seed (also the reproducing scenario's)
@@ -165,8 +166,13 @@ type Anomaly struct {
 	MFSCut bool `json:"mfs_cut,omitempty"`
 	// Unconfirmed is the one-factor-at-a-time result when the simplest point inside it did not show the symptom
 	// (the point had more than one cause, so each dimension alone looked irrelevant). Collie then drops the
-	// feature set; here MFS describes the point itself, so that nothing else is skipped or attributed to it.
+	// feature set; here MFS is the reduced point's feature set when that one is confirmed, else the hit point
+	// itself, so that nothing the search did not measure is skipped or attributed to the anomaly.
 	Unconfirmed MFS `json:"mfs_unconfirmed,omitempty"`
+	// Reduced is the point holding one cause of the hit point when that had several: the hit point moved toward
+	// the ordinary workload one dimension at a time while the anomaly stayed. MFS is then this point's feature
+	// set, confirmed like any other.
+	Reduced *Workload `json:"reduced,omitempty"`
 	// Elapsed is the wall time from the start of the search to this finding (benchmarks; not written).
 	Elapsed time.Duration `json:"-"`
 }
@@ -390,23 +396,51 @@ func (e *engine) newAnomaly(id int, w Workload, m Metrics, sym Symptom) error {
 		return fmt.Errorf("minimal feature set of anomaly %d: %w", id, err)
 	}
 	a.MFS = mfs
-	if q := simplify(e.msp, w, mfs); q.Key() != w.Key() {
-		syms, err := e.probe([]Workload{q}, "verify", id)
+	ok, err := e.confirm(a, w, mfs)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// More than one cause: each dimension alone looked irrelevant. Reduce the point to one cause (delta
+		// debugging's greedy pass) and take that point's feature set if its simplest point reproduces.
+		a.Unconfirmed, a.MFS = mfs, exactMFS(w)
+		r, err := reduce(e.msp, w, sym, func(ws []Workload) ([]Symptom, error) { return e.probe(ws, "reduce", id) })
 		if err != nil {
-			return fmt.Errorf("verifying the reproducer of anomaly %d: %w", id, err)
+			return fmt.Errorf("reducing anomaly %d to one cause: %w", id, err)
 		}
-		if syms[0] == sym {
-			a.Reproducer, a.Minimal, a.Seed = q, true, evalSeed(e.cfg.Seed, q.Key())
-		} else {
-			a.Unconfirmed, a.MFS = mfs, exactMFS(w)
+		if r.Key() != w.Key() {
+			m2, err := findMFS(e.msp, r, sym, probe)
+			if err != nil {
+				return fmt.Errorf("minimal feature set of anomaly %d's reduced point: %w", id, err)
+			}
+			if ok, err := e.confirm(a, r, m2); err != nil {
+				return err
+			} else if ok {
+				a.MFS, a.Reduced = m2, &r
+			}
 		}
-	} else {
-		a.Minimal = true
 	}
 	a.MFSProbes = e.evals - before
 	a.MFSCut = e.mfsCut
 	e.found = append(e.found, a)
 	return nil
+}
+
+// confirm checks a feature set the way Collie does: its simplest point (or p itself, when nothing simpler is
+// inside it) must show the symptom again; then that point becomes the anomaly's minimal reproducer.
+func (e *engine) confirm(a *Anomaly, p Workload, m MFS) (bool, error) {
+	q := simplify(e.msp, p, m)
+	if q.Key() != p.Key() {
+		syms, err := e.probe([]Workload{q}, "verify", a.ID)
+		if err != nil {
+			return false, fmt.Errorf("verifying the reproducer of anomaly %d: %w", a.ID, err)
+		}
+		if syms[0] != a.Symptom {
+			return false, nil
+		}
+	}
+	a.Reproducer, a.Minimal, a.Seed = q, true, evalSeed(e.cfg.Seed, q.Key())
+	return true, nil
 }
 
 // exactMFS describes a single point: what an anomaly's feature set is when the MFS algorithm is off.
@@ -571,7 +605,7 @@ func (e *engine) record(r Record) error {
 	e.evals++
 	r.Eval = e.evals
 	r.Seed = evalSeed(e.cfg.Seed, r.Workload.Key())
-	if r.Kind != "mfs" && r.Kind != "verify" && r.Energy < e.best {
+	if r.Kind != "mfs" && r.Kind != "verify" && r.Kind != "reduce" && r.Energy < e.best {
 		e.best = r.Energy
 	}
 	if r.Eval <= len(e.cfg.Replay) {

@@ -469,12 +469,17 @@ func inOrder(order, vals []string) []string {
 // (OrdinaryWorkload), keeping p's value wherever the result would be invalid. The result is the minimal
 // reproducer to verify.
 func simplify(sp *Space, p Workload, m MFS) Workload {
+	return simplifyIf(sp, p, m, nil)
+}
+
+// simplifyIf is simplify where each step must also pass keep (nil: every step does).
+func simplifyIf(sp *Space, p Workload, m MFS, keep func(Workload) bool) Workload {
 	o := OrdinaryWorkload()
 	q := clone(p)
 	try := func(f func(*Workload)) {
 		t := clone(q)
 		f(&t)
-		if sp.Validate(t) == nil && m.Match(t) {
+		if t.Key() != q.Key() && sp.Validate(t) == nil && m.Match(t) && (keep == nil || keep(t)) {
 			q = t
 		}
 	}
@@ -525,6 +530,23 @@ func simplify(sp *Space, p Workload, m MFS) Workload {
 		try(func(w *Workload) { *d.ptr(w) = want })
 	}
 	return q
+}
+
+// reduce is the greedy pass of delta debugging: it moves p toward the ordinary workload one dimension at a
+// time, in simplify's order, keeping each move after which the anomaly (the same symptom) is still there. What
+// is left of p are dimensions each of which the anomaly needed when it was tried: one cause of a point that had
+// several. It stops probing at the first error.
+func reduce(sp *Space, p Workload, sym Symptom, probe probeFunc) (Workload, error) {
+	var err error
+	q := simplifyIf(sp, p, MFS{}, func(t Workload) bool {
+		if err != nil {
+			return false
+		}
+		var syms []Symptom
+		syms, err = probe([]Workload{t})
+		return err == nil && syms[0] == sym
+	})
+	return q, err
 }
 
 // mfsGridSize is an upper bound of the probes one MFS can take in a space (for budgeting and reports).

@@ -216,7 +216,12 @@ func WriteScenario(w io.Writer, profile string, searchSeed uint64, a *Anomaly) {
 		fmt.Fprintf(w, "# (the search budget ran out during its probes: the set holds the point but may not be minimal)\n")
 	}
 	if a.Unconfirmed != nil {
-		fmt.Fprintf(w, "# (one factor at a time gave %s, but its simplest point did not show the symptom)\n", a.Unconfirmed)
+		fmt.Fprintf(w, "# The point the search hit had more than one cause: one factor at a time gave %s, whose simplest\n", a.Unconfirmed)
+		if a.Reduced != nil {
+			fmt.Fprintf(w, "# point did not show the symptom; the set above is that of one cause, at %s.\n", a.Reduced)
+		} else {
+			fmt.Fprintf(w, "# point did not show the symptom, and no single cause was isolated: the set above is the point.\n")
+		}
 	}
 	if a.Minimal {
 		fmt.Fprintf(w, "# The workload is the simplest inside that set; it showed the symptom again.\n")

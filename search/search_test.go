@@ -256,7 +256,7 @@ func TestMFSProbesCountedAndPointsSkipped(t *testing.T) {
 	for _, a := range res.Anomalies {
 		probes := 0
 		for _, r := range recs {
-			if (r.Kind == "mfs" || r.Kind == "verify") && r.Anomaly == a.ID {
+			if (r.Kind == "mfs" || r.Kind == "verify" || r.Kind == "reduce") && r.Anomaly == a.ID {
 				probes++
 			}
 		}
@@ -334,9 +334,8 @@ func TestBudgetBoundsMFS(t *testing.T) {
 }
 
 // TestTwoCausesNotGeneralized: a point inside two anomaly regions stays anomalous whichever single factor
-// changes, so one factor at a time calls every dimension irrelevant. Its simplest point is normal, so (as Collie
-// does) that feature set is not kept: the anomaly is the point itself, and other workloads are neither skipped
-// nor attributed to it.
+// changes, so one factor at a time calls every dimension irrelevant and its simplest point is normal. That set
+// is not kept (Collie drops it); the point is reduced to one cause instead, whose feature set is confirmed.
 func TestTwoCausesNotGeneralized(t *testing.T) {
 	syn := &Synthetic{LimitGbps: 100, LimitMpps: 100, Regions: []Region{
 		{Name: "bi", Symptom: Pause, Counter: "a", Directions: []string{"bi"}},
@@ -347,7 +346,7 @@ func TestTwoCausesNotGeneralized(t *testing.T) {
 		workers: 2, refs: map[string]float64{}, seenKeys: map[string]int{}, start: time.Now()}
 	e.sp, e.msp = &e.cfg.Space, &e.cfg.Space
 	w := OrdinaryWorkload()
-	w.Direction, w.Memory = "bi", "gpu-same-switch"
+	w.Direction, w.Memory, w.NumQPs = "bi", "gpu-same-switch", 40
 	m, err := syn.Evaluate(context.Background(), w, 1)
 	if err != nil || cfg.Monitor.Check(m) != Pause {
 		t.Fatalf("the point: %v, symptom %s", err, cfg.Monitor.Check(m))
@@ -356,12 +355,19 @@ func TestTwoCausesNotGeneralized(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := e.found[0]
-	if a.Unconfirmed == nil || a.Minimal || !a.MFS.Match(w) {
-		t.Fatalf("unconfirmed %v, minimal %v, MFS %s (holds the point: %v)", a.Unconfirmed, a.Minimal, a.MFS, a.MFS.Match(w))
+	if a.Unconfirmed == nil || !a.Unconfirmed.Match(OrdinaryWorkload()) {
+		t.Errorf("one-factor set %v: want it kept as unconfirmed, holding everything", a.Unconfirmed)
 	}
-	if other := OrdinaryWorkload(); a.MFS.Match(other) || !a.Unconfirmed.Match(other) {
-		t.Errorf("MFS %s holds the ordinary workload %v (want not); the one-factor set %s holds it %v (want yes)",
-			a.MFS, a.MFS.Match(other), a.Unconfirmed, a.Unconfirmed.Match(other))
+	want := MFS{"memory": {Values: []string{"gpu-same-switch"}}}
+	if a.Reduced == nil || a.Reduced.Direction != "uni" || a.Reduced.Memory != "gpu-same-switch" || a.Reduced.NumQPs != 1 {
+		t.Fatalf("reduced point %v: want the ordinary workload with gpu-same-switch memory", a.Reduced)
+	}
+	if a.MFS.String() != want.String() || !a.Minimal || !a.MFS.Match(w) || a.MFS.Match(OrdinaryWorkload()) {
+		t.Errorf("MFS %s (minimal %v, holds the point %v, holds the ordinary workload %v): want %s", a.MFS, a.Minimal,
+			a.MFS.Match(w), a.MFS.Match(OrdinaryWorkload()), want)
+	}
+	if a.Reproducer.Memory != "gpu-same-switch" || a.Reproducer.Direction != "uni" {
+		t.Errorf("reproducer %s: want the ordinary workload on GPU memory", a.Reproducer)
 	}
 }
 

@@ -7,8 +7,8 @@
 //
 // On the synthetic subsystem a finding is attributed to the planted regions that contain its workload. On any
 // other profile there is no ground truth: a reference search (simulated annealing with MFS, -refbudget
-// evaluations) first collects minimal feature sets, and a finding is attributed to the reference sets that
-// hold its workload.
+// evaluations) first collects minimal feature sets, and a finding is attributed to the confirmed reference
+// sets that hold its workload.
 package main
 
 import (
@@ -160,13 +160,22 @@ func classifier(ev search.Evaluator, refBudget int) (func(search.Workload) []str
 	if err != nil {
 		return nil, nil, fmt.Errorf("reference search: %w", err)
 	}
+	// Only confirmed feature sets are anomalies to find: an unconfirmed one is a single point (two causes at
+	// once) and one cut by the budget may be narrower than the anomaly.
 	var names []string
+	var sets []*search.Anomaly
 	for _, a := range ref.Anomalies {
+		if a.Unconfirmed != nil || a.MFSCut {
+			continue
+		}
 		names = append(names, fmt.Sprintf("#%d %s %s", a.ID, a.Symptom, a.MFS))
+		sets = append(sets, a)
 	}
+	fmt.Printf("reference search: %d anomalies in %d evaluations, %d with a confirmed feature set (the others are single points with more than one cause, or were cut by the budget)\n",
+		len(ref.Anomalies), ref.Evaluations, len(sets))
 	return func(w search.Workload) []string {
 		var out []string
-		for i, a := range ref.Anomalies {
+		for i, a := range sets {
 			if a.MFS.Match(w) {
 				out = append(out, names[i])
 			}

@@ -155,7 +155,7 @@ func printSearchSummary(w io.Writer, dir string, res *search.Result) {
 	}
 	tw.Flush()
 	if unconfirmed > 0 {
-		fmt.Fprintf(w, "(+) more than one cause: the one-factor feature set (mfs_unconfirmed in anomalies.json) did not reproduce at its simplest point, so the anomaly is the point itself\n")
+		fmt.Fprintf(w, "(+) the point had more than one cause (its one-factor set, mfs_unconfirmed, did not reproduce): the set shown is one cause's, isolated at \"reduced\", or else the point itself\n")
 	}
 	if cut > 0 {
 		fmt.Fprintf(w, "(*) the budget ran out during this feature set's probes: it holds the point but may not be minimal (mfs_cut in anomalies.json); a larger --budget completes it\n")
