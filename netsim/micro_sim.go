@@ -718,9 +718,9 @@ func (s *msim) tryLoop(h *mhost) {
 
 // --- PCIe ---
 
-// pcieRead issues one DMA read of n bytes at time t and returns when its data is on the NIC. Reads hold a
-// tag from issue to completion (max-outstanding-reads), share the read bandwidth, and payload reads cross
-// the host path to remote-socket or GPU memory.
+// pcieRead issues one DMA read of n bytes at time t and returns when its data is on the NIC. Payload reads
+// hold a tag from issue to completion (max-outstanding-reads), share the read bandwidth and cross the host
+// path to remote-socket or GPU memory; context, translation and WQE reads go ahead of them.
 func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 	m := &h.m.PCIe
 	if !payload {
@@ -738,13 +738,13 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 			t = e
 		}
 	}
-	// The channel's bandwidth is booked from now, so a read issued for later (after a miss) leaves no idle gap
-	// that reads issued meanwhile could not use; the read still ends no earlier than its issue time allows.
+	// The channel's bandwidth is booked from now, so a read issued for later (after a tag frees) leaves no idle
+	// gap that reads issued meanwhile could not use; the read still ends no earlier than its issue time allows.
 	xfer := int64(n) * psPerByte(m.ReadGbps)
 	h.rdFree = max(s.now, h.rdFree) + xfer
 	end := max(h.rdFree, t+xfer)
 	lat := m.ReadLatencyNs * psPerNs
-	if payload && h.pathPsPerB > 0 {
+	if h.pathPsPerB > 0 {
 		px := int64(n) * h.pathPsPerB
 		h.pathFree = max(s.now, h.pathFree) + px
 		end = max(end, h.pathFree, t+px)
@@ -752,10 +752,8 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 	}
 	done := end + lat
 	h.tags.push(done)
-	if payload {
-		// Assumption: only payload reads hold writes back; context and WQE reads are single short TLPs.
-		h.lastReadDone = max(h.lastReadDone, done)
-	}
+	// Assumption: only payload reads hold writes back; context and WQE reads are single short TLPs.
+	h.lastReadDone = max(h.lastReadDone, done)
 	return done
 }
 
