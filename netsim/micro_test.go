@@ -85,6 +85,8 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#10 one direction", 10, func(w *Workload) { w.Direction = DirUni }, nil},
 		{"#13 without loopback", 13, func(w *Workload) { w.Direction = DirUni }, nil},
 		{"#16 with MTU 4096", 16, func(w *Workload) { w.MTU = 4096 }, nil},
+		{"#16 with 128 QPs", 16, func(w *Workload) { w.NumQPs = 128 }, nil},
+		{"#15 with 8 QPs", 15, func(w *Workload) { w.NumQPs = 8 }, nil},
 		{"#18 one direction", 18, func(w *Workload) { w.Direction = DirUni }, nil},
 	}
 	for _, c := range cases {
