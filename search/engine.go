@@ -400,9 +400,10 @@ func (e *engine) newAnomaly(id int, w Workload, m Metrics, sym Symptom) error {
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if !ok && !e.mfsCut {
 		// More than one cause: each dimension alone looked irrelevant. Reduce the point to one cause (delta
-		// debugging's greedy pass) and take that point's feature set if its simplest point reproduces.
+		// debugging's greedy pass) and take that point's feature set if its simplest point reproduces. (A set
+		// the budget cut short is kept as it is: it holds the point, and its check was not run.)
 		a.Unconfirmed, a.MFS = mfs, exactMFS(w)
 		r, err := reduce(e.msp, w, sym, func(ws []Workload) ([]Symptom, error) { return e.probe(ws, "reduce", id) })
 		if err != nil {
@@ -492,7 +493,7 @@ func (e *engine) probe(ws []Workload, kind string, id int) ([]Symptom, error) {
 	for j, i := range idx {
 		out[i] = e.cfg.Monitor.Check(ms[j])
 		if fresh[j] {
-			s := score(e.objs, e.refs, e.cfg.GA.Weights, ms[i])
+			s := score(e.objs, e.refs, e.cfg.GA.Weights, ms[j])
 			if err := e.record(Record{Kind: kind, Workload: ws[i], Metrics: ms[j], Symptom: out[i],
 				Objective: "score", Energy: -s, Anomaly: id}); err != nil {
 				return nil, err

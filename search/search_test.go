@@ -287,6 +287,17 @@ func TestMFSProbesCountedAndPointsSkipped(t *testing.T) {
 	if e.evals != 2 {
 		t.Errorf("%d probe evaluations for 2 distinct workloads probed twice", e.evals)
 	}
+	// A cached probe next to a new one: the new one is measured and its symptom lands in its own slot.
+	fresh := OrdinaryWorkload()
+	fresh.QPType, fresh.Opcode, fresh.WQEBatch, fresh.WQDepth = "ud", "send", 64, 256
+	fresh.MsgSizes = []int{2048}
+	syms, err := e.probe([]Workload{ws[0], fresh}, "mfs", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.evals != 3 || syms[0] != None || syms[1] != Pause {
+		t.Errorf("cached + new probe: %d evaluations, symptoms %v; want 3 and [none pause] (ud-batch-depth region)", e.evals, syms)
+	}
 
 	// Without MFS nothing is skipped and the search keeps reporting points of the regions it already found.
 	cfg.MFS = false
