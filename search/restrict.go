@@ -11,12 +11,13 @@ import (
 
 // restrictKeys are the dimensions a restriction file may narrow.
 var restrictKeys = []string{"qp_type", "opcode", "num_qps", "mtu", "wqe_batch", "sge", "wq_depth", "num_mrs",
-	"mr_size", "msg_sizes", "msg_count", "direction", "memory", "max_events"}
+	"mr_size", "msg_sizes", "msg_count", "direction", "memory", "max_events", "max_total_mrs"}
 
 // ParseRestrict narrows base to a restriction file (Collie §5.2, anomaly prevention: the developer describes
 // every workload the application can produce). Each key is a dimension: a list of values for qp_type, opcode,
 // mtu, direction and memory; [LOW, HIGH] for the numeric ones (msg_sizes bounds every request, msg_count the
-// vector length); max_events a number. Values must lie inside base. Errors name the file, line and key.
+// vector length); max_events and max_total_mrs a number. Values must lie inside base (max_total_mrs may lift
+// its bound). Errors name the file, line and key.
 //
 //	qp_type: [rc]
 //	opcode: [write, read]
@@ -53,6 +54,14 @@ func ParseRestrict(file string, data []byte, base Space) (Space, error) {
 			return s, fail("given twice")
 		}
 		seen[key] = true
+		if key == "max_total_mrs" {
+			n, ok := intOf(kv.Value)
+			if !ok || n < 0 {
+				return s, fail("expected a number of MRs (num_qps x num_mrs) >= 0, 0 for no bound")
+			}
+			s.MaxTotalMRs = n
+			continue
+		}
 		if key == "max_events" {
 			n, ok := intOf(kv.Value)
 			if !ok || n < 0 || n > 64 {

@@ -518,6 +518,11 @@ func TestRestrictedSpace(t *testing.T) {
 	if got := mustJSON(t, dirty.Anomalies[0].MFS); got != `{"qp_type":["ud"],"wq_depth":[256,1024],"wqe_batch":[64,128]}` {
 		t.Errorf("restricted MFS %s, want the planted conditions over the whole space", got)
 	}
+	// The MR bound can be lifted for an application that registers more.
+	big, err := ParseRestrict("space.yaml", []byte("num_qps: [1000, 1000]\nnum_mrs: [1000, 1000]\nmax_total_mrs: 1000000\n"), base)
+	if err != nil || big.MaxTotalMRs != 1000000 {
+		t.Errorf("lifting max_total_mrs: %v, bound %d", err, big.MaxTotalMRs)
+	}
 	for _, bad := range []struct{ src, want string }{
 		{"qp_type: [rc]\nqps: [1, 2]\n", "space.yaml:2:1: unknown dimension \"qps\""},
 		{"num_qps: [10, 1]\n", "space.yaml:1:1: num_qps: expected [LOW, HIGH]"},
@@ -525,6 +530,8 @@ func TestRestrictedSpace(t *testing.T) {
 		{"mtu: [1500]\n", "space.yaml:1:7: mtu: 1500 is not one of"},
 		{"qp_type: [ud]\nopcode: [read]\n", "restricted space is empty"},
 		{"qp_type: rc\n", "expected a non-empty list"},
+		{"num_qps: [1000, 1000]\nnum_mrs: [1000, 1000]\n", "raise max_total_mrs"},
+		{"max_total_mrs: -1\n", "space.yaml:1:1: max_total_mrs: expected a number of MRs"},
 	} {
 		_, err := ParseRestrict("space.yaml", []byte(bad.src), base)
 		if err == nil || !strings.Contains(err.Error(), bad.want) {

@@ -199,7 +199,7 @@ func (s *Space) Check() error {
 		return fmt.Errorf("space: no qp_type supports any of the opcodes %v", s.Opcodes)
 	}
 	if s.MaxTotalMRs < 0 || (s.MaxTotalMRs > 0 && s.MaxTotalMRs < s.NumQPs.Min*s.NumMRs.Min) {
-		return fmt.Errorf("space: max_total_mrs %d is below num_qps minimum x num_mrs minimum %d (0: no bound)",
+		return fmt.Errorf("space: max_total_mrs %d is below num_qps minimum x num_mrs minimum %d (raise max_total_mrs, 0: no bound)",
 			s.MaxTotalMRs, s.NumQPs.Min*s.NumMRs.Min)
 	}
 	if s.WQEBatch.Min > s.WQDepth.Max {
