@@ -518,6 +518,19 @@ func TestRestrictedSpace(t *testing.T) {
 	if got := mustJSON(t, dirty.Anomalies[0].MFS); got != `{"qp_type":["ud"],"wq_depth":[256,1024],"wqe_batch":[64,128]}` {
 		t.Errorf("restricted MFS %s, want the planted conditions over the whole space", got)
 	}
+	// Many MRs per QP leave room for fewer QPs: every sample and mutation stays within the bound.
+	few, err := ParseRestrict("space.yaml", []byte("num_mrs: [1000, 2000]\n"), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	for i := range 300 {
+		w := few.Sample(rng)
+		n, _ := few.Mutate(rng, w)
+		if err := few.Validate(w); err != nil || few.Validate(n) != nil {
+			t.Fatalf("sample %d %s: %v; its mutation %s: %v", i, w, err, n, few.Validate(n))
+		}
+	}
 	// The MR bound can be lifted for an application that registers more.
 	big, err := ParseRestrict("space.yaml", []byte("num_qps: [1000, 1000]\nnum_mrs: [1000, 1000]\nmax_total_mrs: 1000000\n"), base)
 	if err != nil || big.MaxTotalMRs != 1000000 {

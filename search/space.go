@@ -107,8 +107,9 @@ type Space struct {
 }
 
 // DefaultSpace is Collie's space (seeds/003 §4 and its code, collie-sim-anchor.md §1.1): up to 20K QPs and 200K
-// MRs in all (the paper's bounds; num_mrs is per QP, so up to 200K / num_qps each), WQE batch up to the engine's 128, 1..4 SGEs, WQ depth up to 1024, request vectors of
-// 1..8 sizes from 32 B to 128 KB in 32 B steps, MTU 256..4096, MRs of 4 KB..4 MB.
+// MRs in all (the paper's bounds; num_mrs is per QP, so up to 200K / num_qps each), WQE batch up to the
+// engine's 128, 1..4 SGEs, WQ depth up to 1024, request vectors of 1..8 sizes from 32 B to 128 KB in 32 B steps,
+// MTU 256..4096, MRs of 4 KB..4 MB.
 func DefaultSpace() Space {
 	return Space{
 		QPTypes:     []string{"rc", "uc", "ud"},
@@ -297,7 +298,7 @@ func (s *Space) Sample(rng *rand.Rand) Workload {
 	w.QPType = types[rng.IntN(len(types))]
 	ops := s.allowedOpcodes(w.QPType)
 	w.Opcode = ops[rng.IntN(len(ops))]
-	w.NumQPs = s.NumQPs.sample(rng, s.NumQPs.Min, s.NumQPs.Max)
+	w.NumQPs = s.NumQPs.sample(rng, s.NumQPs.Min, s.qpCap())
 	w.MTU = s.MTUs[rng.IntN(len(s.MTUs))]
 	w.WQEBatch = s.WQEBatch.sample(rng, s.WQEBatch.Min, min(s.WQEBatch.Max, s.WQDepth.Max))
 	w.WQDepth = s.WQDepth.sample(rng, max(w.WQEBatch, s.WQDepth.Min), s.WQDepth.Max)
@@ -314,6 +315,14 @@ func (s *Space) Sample(rng *rand.Rand) Workload {
 	}
 	s.repair(&w)
 	return w
+}
+
+// qpCap is the most QPs the space allows with its fewest MRs per QP.
+func (s *Space) qpCap() int {
+	if s.MaxTotalMRs > 0 {
+		return max(min(s.NumQPs.Max, s.MaxTotalMRs/max(s.NumMRs.Min, 1)), s.NumQPs.Min)
+	}
+	return s.NumQPs.Max
 }
 
 // mrCap is the most MRs per QP the space allows with n QPs.
@@ -371,6 +380,7 @@ func (s *Space) repair(w *Workload) {
 		w.SGE = min(w.SGE, slices.Min(w.MsgSizes))
 	}
 	w.SGE = max(w.SGE, s.SGE.Min)
+	w.NumQPs = min(w.NumQPs, s.qpCap())
 	w.NumMRs = min(w.NumMRs, s.mrCap(w.NumQPs))
 	w.Events = slices.DeleteFunc(w.Events, func(e Event) bool { return e.QP > w.NumQPs })
 }

@@ -34,8 +34,9 @@ Each anomaly is reduced to its minimal feature set and written with a scenario t
 
 The search is deterministic for a seed and resumable (--resume, with the same options and a larger
 --budget). The budget bounds every evaluation, MFS probes included; a feature set it cut short is
-marked mfs_cut and completed by a resumed search with a larger budget. With --restrict SPACE.yaml it answers whether that narrowed space holds an anomaly:
-exit status 1 when it does, 0 when it does not (2: bad input).`,
+marked mfs_cut and completed by a resumed search with a larger budget. With --restrict SPACE.yaml it
+answers whether that narrowed space holds an anomaly: exit status 1 when it does, 0 when it does not
+(2: bad input).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if profile == "" {
