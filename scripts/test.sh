@@ -8,15 +8,20 @@ FUZZTIME="${FUZZTIME:-15s}"
 
 step() { printf '\n== %s\n' "$*"; }
 
-if ! command -v tshark >/dev/null 2>&1; then
-	step "installing tshark (golden decoding tests compare every header field with it)"
+# Debian packages the tests use: tshark (golden decoding tests compare every header field with it), ethtool
+# (the netns testbed turns checksum offloads off on its veths; the netns tests need it).
+need=()
+command -v tshark >/dev/null 2>&1 || need+=(tshark)
+[ -x /usr/sbin/ethtool ] || command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
+if [ ${#need[@]} -gt 0 ]; then
+	step "installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq >/dev/null
 		echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-		apt-get install -y -qq tshark >/dev/null
+		apt-get install -y -qq "${need[@]}" >/dev/null
 	else
-		echo "tshark missing and not root: the tshark golden tests will fail" >&2
+		echo "${need[*]} missing and not root: the tests that use them will fail" >&2
 	fi
 fi
 
