@@ -157,8 +157,10 @@ type MicroStats struct {
 	RxDiscards         uint64 // frames dropped at a full RX buffer
 	NAKs               uint64 // RC go-back-N restarts this NIC requested
 	PCIeBackPressureNs int64  // time DMA reads waited for a PCIe read tag
-	RxBufferMaxBytes   int
-	RxBufferAvgBytes   float64
+	// StagingRefetchBytes: payload read again because its packet staging was evicted (tx.staging-bytes).
+	StagingRefetchBytes uint64
+	RxBufferMaxBytes    int
+	RxBufferAvgBytes    float64
 }
 
 // Counters returns the statistics under vendor counter names (mlx5 ethtool names where they exist; the
@@ -194,6 +196,7 @@ func (m *MicroStats) counters(per func(float64) uint64) []rnic.Counter {
 		{Name: "rx_discards_phy", Value: per(float64(m.RxDiscards))},
 		{Name: "packet_seq_err", Value: per(float64(m.NAKs))},
 		{Name: "pcie_internal_back_pressure", Value: per(float64(m.PCIeBackPressureNs))},
+		{Name: "tx_staging_refetch_bytes", Value: per(float64(m.StagingRefetchBytes))},
 		{Name: "rx_buffer_max_bytes", Value: uint64(m.RxBufferMaxBytes)},
 		{Name: "rx_buffer_avg_bytes", Value: uint64(math.Round(m.RxBufferAvgBytes))},
 	}

@@ -96,6 +96,10 @@ type mconn struct {
 	lastUse                       int64
 	rxQueued                      int  // frames of the connection in the RX queue
 	parked                        ring // packets waiting for a receive WQE
+	// Packet staging (tx.staging-bytes): the connection holds staging while it has data to send.
+	txDone  int32 // messages of the current attempt whose last frame left the requester
+	respOut int   // READ requests whose last response frame has not left the responder
+	staged  bool
 }
 
 // mhost is one NIC with its host.
@@ -144,6 +148,8 @@ type mhost struct {
 	// Topology of the payload memory.
 	pathLatPs  int64
 	pathPsPerB int64 // 0: local memory, no extra path
+	// Packet staging the connections with data in flight need on this NIC (sending and receiving).
+	stageDemand int64
 }
 
 // msim is one workload run.
@@ -166,6 +172,8 @@ type msim struct {
 	winFrom int64
 	winTo   int64
 	inWin   bool
+	// Staging one connection needs on its data's sender (per SGE stream one packet) and on its receiver.
+	stageTx, stageRx int64
 }
 
 // swPort is the switch's egress toward one host, with the PFC state of the ingress feeding it.
@@ -219,6 +227,7 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 	for i := range s.hosts {
 		s.hosts[i] = newMHost(i, cfg.Profiles[i], &cfg.Workload)
 	}
+	s.stageTx, s.stageRx = stagingEntries(&cfg.Workload)
 	s.setupConns()
 	s.q.push(event{at: s.winFrom, kind: mevWindowStart})
 	s.q.push(event{at: s.winTo, kind: mevWindowEnd})
@@ -336,6 +345,7 @@ func (s *msim) dispatch(e *event) {
 		p := &s.pkts[e.arg]
 		s.count(&h.st.TxBytes, &h.st.TxPackets, p.wire)
 		s.q.push(event{at: s.now + s.propPs, kind: mevSwArrive, obj: int32(p.dst), arg: e.arg})
+		s.sent(p)
 		if p.kind == mpData && s.w.QPType != "rc" && p.last() {
 			s.complete(e.arg)
 		}
@@ -369,6 +379,7 @@ func (s *msim) dispatch(e *event) {
 		s.goBack(h, e.arg, e.aux)
 	case mevLoopDone:
 		h.loopBusy = false
+		s.sent(&s.pkts[e.arg])
 		if p := &s.pkts[e.arg]; p.kind == mpData && s.w.QPType != "rc" && p.last() {
 			s.complete(e.arg)
 		}
@@ -445,6 +456,7 @@ func (s *msim) post(ci int32) {
 		c.posted += b
 		h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
 	}
+	s.stageUpdate(ci)
 }
 
 // wqeFetchMax bounds one WQE read (a few cache lines of a send queue); the NIC reads again when fewer than
@@ -569,6 +581,11 @@ func (s *msim) unitDone(h *mhost, ji int32) {
 				n -= r
 				done = max(done, s.pcieRead(h, s.now, r, true))
 			}
+		}
+		for n := s.stagingRefetch(h, size); n > 0; {
+			r := min(n, h.m.PCIe.ReadRequestBytes)
+			n -= r
+			done = max(done, s.pcieRead(h, s.now, r, true))
 		}
 	}
 	h.dmaPending++
@@ -816,6 +833,88 @@ func (s *msim) lookupMTT(h *mhost, t int64, ci, msg int32, size, sge int) int64 
 	return t
 }
 
+// --- packet staging ---
+
+// stagingEntries is the staging one connection holds while it has data in flight, on the NIC that sends the
+// data (one packet per SGE stream, a packet being the MTU or the SGE's share of a smaller message) and on the
+// NIC that receives it (one packet), for the pattern's mean message size.
+func stagingEntries(w *Workload) (tx, rx int64) {
+	mean := 0
+	for _, sz := range w.MsgSizes {
+		if w.QPType == "ud" {
+			sz = min(sz, w.MTU)
+		}
+		mean += sz
+	}
+	mean = max((mean+len(w.MsgSizes)/2)/len(w.MsgSizes), 1)
+	sge := w.SGE
+	if w.Opcode == "read" {
+		sge = 1 // the responder reads one remote range
+	}
+	piece := (mean + sge - 1) / sge
+	return int64(sge * min(w.MTU, piece)), int64(min(w.MTU, mean))
+}
+
+// stageUpdate books or releases connection ci's staging on the sender and the receiver of its data: a
+// WRITE/SEND connection holds it from the post of a message until that message's last frame left, a READ
+// connection from the arrival of a request until its last response frame left.
+func (s *msim) stageUpdate(ci int32) {
+	c := &s.conns[ci]
+	snd, rcv := c.req, c.resp
+	var active bool
+	if s.w.Opcode == "read" {
+		snd, rcv = c.resp, c.req
+		active = c.respOut > 0
+	} else {
+		active = int(c.acked)+c.outstanding > int(c.txDone)
+	}
+	if active == c.staged {
+		return
+	}
+	c.staged = active
+	d := int64(1)
+	if !active {
+		d = -1
+	}
+	s.hosts[snd].stageDemand += d * s.stageTx
+	s.hosts[rcv].stageDemand += d * s.stageRx
+}
+
+// sent notes that a frame left the NIC (on the wire or through the internal switch).
+func (s *msim) sent(p *mpkt) {
+	if !p.last() {
+		return
+	}
+	c := &s.conns[p.conn]
+	switch {
+	case p.kind == mpData && p.epoch == c.epoch:
+		c.txDone = max(c.txDone, p.msg+1)
+	case p.kind == mpReadResp:
+		c.respOut--
+	default:
+		return
+	}
+	s.stageUpdate(p.conn)
+}
+
+// stagingRefetch is how many bytes a message of size bytes reads again because its staging was evicted: with
+// the connections in flight needing more staging than the NIC has, a share 1 - staging/demand of the packets
+// find the staged packets of their connection gone (the engine interleaves connections packet by packet, so
+// every staged packet waits a whole round) and read them again, every SGE stream's.
+func (s *msim) stagingRefetch(h *mhost, size int) int {
+	sb := int64(h.m.Tx.StagingBytes)
+	if sb == 0 || h.stageDemand <= sb {
+		return 0
+	}
+	miss := 1 - float64(sb)/float64(h.stageDemand)
+	npk := max((size+s.w.MTU-1)/s.w.MTU, 1)
+	n := int(miss*float64(npk)*float64(s.stageTx) + 0.5)
+	if s.inWin {
+		h.st.StagingRefetchBytes += uint64(n)
+	}
+	return n
+}
+
 // --- switch ---
 
 func (s *msim) swArrive(port int, pi int32) {
@@ -991,6 +1090,8 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 		return
 	case mpReadReq:
 		c.respQ.push(p.msg)
+		c.respOut++
+		s.stageUpdate(p.conn)
 		s.release(h, pi)
 		s.wake(h, p.conn)
 		return
@@ -1130,6 +1231,8 @@ func (s *msim) goBack(h *mhost, ci, msg int32) {
 		c.ready += int(c.nextMsg - msg)
 		c.nextMsg = msg
 	}
+	c.txDone = min(c.txDone, msg)
+	s.stageUpdate(ci)
 	s.wake(h, ci)
 }
 

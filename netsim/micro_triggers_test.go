@@ -43,8 +43,7 @@ var collieTriggers = []trigger{
 	{11, "cx6vpi-200g", "pause", wl("rc", "write", 1, 4096, 16, 1, 128, 32, 4*mb, []int{256 * kb}, DirBi, MemRemoteNUMA), nil},
 	{12, "cx6vpi-200g", "pause", wl("rc", "write", 8, 4096, 8, 3, 128, 1, 4*mb, []int{128, 64 * kb, kb}, DirBi, MemGPUSameSwitch), nil},
 	{13, "cx6vpi-200g", "pause", wl("rc", "write", 8, 4096, 16, 1, 128, 32, 4*mb, []int{256 * kb}, DirLoopback, MemLocal), nil},
-	// #14 (p2100g, bidirectional RC WRITE, 1024 QPs, MTU 4096: low throughput that MTU 1024 cures) is not
-	// reproduced: no mechanism of the model makes a larger MTU slower, and Collie gives no root cause.
+	{14, "p2100g", "low", wl("rc", "write", 1024, 4096, 1, 4, 128, 81, 256*kb, []int{256 * kb}, DirBi, MemLocal), nil},
 	{15, "p2100g", "pause", wl("ud", "send", 32, 2048, 1, 1, 64, 1, 4*kb, []int{256, kb, 64, kb}, DirUni, MemLocal), nil},
 	{16, "p2100g", "pause", wl("rc", "read", 500, 1024, 8, 1, 128, 1, 256*kb, []int{64 * kb}, DirUni, MemLocal), nil},
 	{17, "p2100g", "pause", wl("rc", "send", 80, 1024, 1, 1, 128, 1, mb, []int{kb}, DirUni, MemLocal), nil},

@@ -210,7 +210,7 @@ func workload(w io.Writer, doc *testbed.Document) {
 	if doc.Analysis != nil {
 		checks(w, doc.Analysis.Checks, 5)
 	}
-	fmt.Fprintln(w, "counters   per second in workload.json (diagnostic: cache misses, PCIe back-pressure, RX buffer)")
+	fmt.Fprintln(w, "counters   per second in workload.json (diagnostic: cache misses, PCIe back-pressure, staging refetches, RX buffer)")
 }
 
 func retransmissions(w io.Writer, rs []analyze.Retransmission, max int) {

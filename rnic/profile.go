@@ -538,6 +538,11 @@ type MicroTx struct {
 	LoopbackXoffBytes int `yaml:"loopback-xoff-bytes"`
 	// AckEveryPackets: the RC responder acknowledges every N packets and every message's last packet.
 	AckEveryPackets int `yaml:"ack-every-packets"`
+	// StagingBytes is the on-chip packet staging memory of a NIC that interleaves its connections packet by
+	// packet: every connection with data in flight holds one packet per SGE stream on the sending NIC and one
+	// packet on the receiving NIC. When they need more than this, the staged packets of a share 1 -
+	// staging/demand are evicted before use and read again over PCIe (0: no such memory is modelled).
+	StagingBytes int `yaml:"staging-bytes"`
 }
 
 // MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
@@ -616,6 +621,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
+		{"tx.staging-bytes", int64(m.Tx.StagingBytes)},
 		{"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
 		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
