@@ -88,3 +88,70 @@ func TestSearchProfileFile(t *testing.T) {
 		t.Fatalf("analysis.json workload %+v (%v): want the pause symptom", an.Workload, err)
 	}
 }
+
+// restrictFourteen is the neighbourhood of Collie's #14 trigger (seeds/003 A.2): bidirectional RC WRITE of
+// 64-128 KB messages, 256 to 1536 QPs each way, MTU 2K or 4K, 1 to 4 SGEs.
+const restrictFourteen = `qp_type: [rc]
+opcode: [write]
+direction: [bi]
+memory: [local]
+mtu: [2048, 4096]
+num_qps: [256, 1536]
+wqe_batch: [1, 1]
+sge: [1, 4]
+wq_depth: [128, 128]
+num_mrs: [1, 1]
+mr_size: [262144, 262144]
+msg_count: [1, 1]
+msg_sizes: [65536, 131072]
+`
+
+// TestSearchFindsStagingAnomaly: a restricted search on p2100g finds #14's low throughput and reduces it to
+// Collie's conditions (MTU 4K, bidirectional, 4 SGEs, ~1000 QPs each way and more), with the staging counter
+// among the counters that moved, and its scenario reproduces it under lumina run.
+func TestSearchFindsStagingAnomaly(t *testing.T) {
+	space := writeFile(t, "fourteen.yaml", restrictFourteen)
+	t.Chdir(t.TempDir())
+	code, _, stderr := lumina(t, "search", "--profile", "p2100g", "--restrict", space, "--budget", "120", "--seed", "2", "--out", "s")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (anomaly); stderr: %s", code, stderr)
+	}
+	data, err := os.ReadFile("s/anomalies.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []struct {
+		Symptom  string           `json:"symptom"`
+		MFS      map[string][]any `json:"mfs"`
+		Scenario string           `json:"scenario"`
+		Counters map[string]int64 `json:"counters"`
+	}
+	if err := json.Unmarshal(data, &found); err != nil || len(found) != 1 {
+		t.Fatalf("anomalies.json %s: %v, want one anomaly", data, err)
+	}
+	a := found[0]
+	num := func(v any) float64 { f, _ := v.(float64); return f }
+	if a.Symptom != "low-throughput" || len(a.MFS["mtu"]) != 1 || num(a.MFS["mtu"][0]) != 4096 ||
+		len(a.MFS["direction"]) != 1 || a.MFS["direction"][0] != "bi" || len(a.MFS["sge"]) != 2 ||
+		num(a.MFS["sge"][0]) < 3 || len(a.MFS["num_qps"]) != 2 || num(a.MFS["num_qps"][0]) < 512 {
+		t.Fatalf("anomaly %s %v: want low-throughput with mtu [4096], direction [bi], sge >= 3, num_qps >= 512", a.Symptom, a.MFS)
+	}
+	if a.Counters["tx_staging_refetch_bytes"] <= 0 {
+		t.Errorf("counters that moved %v: want tx_staging_refetch_bytes", a.Counters)
+	}
+	if code, _, stderr := lumina(t, "run", a.Scenario, "--out", "res"); code != 1 {
+		t.Fatalf("lumina run on the reproducing scenario: exit %d, want 1 (the workload check fails); stderr: %s", code, stderr)
+	}
+	analysis, err := os.ReadFile("res/analysis.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var an struct {
+		Workload struct {
+			Symptom string `json:"symptom"`
+		} `json:"workload"`
+	}
+	if err := json.Unmarshal(analysis, &an); err != nil || an.Workload.Symptom != "low-throughput" {
+		t.Fatalf("analysis.json workload %+v (%v): want low-throughput", an.Workload, err)
+	}
+}
