@@ -79,11 +79,17 @@ func utilization(m Metrics) float64 {
 	return max(max(m.TxGbps, m.RxGbps)/m.LimitGbps, max(m.TxMpps, m.RxMpps)/m.LimitMpps)
 }
 
-// isPerformanceCounter tells traffic-volume counters (bytes, packets: the search minimizes them) from
-// diagnostic ones (misses, back-pressure, occupancy, pause duration: it maximizes them).
+// isPerformanceCounter tells traffic-volume counters (bytes, packets moved: the search minimizes them) from
+// diagnostic ones (misses, back-pressure, discards, buffer occupancy, bytes read again, pause duration: it
+// maximizes them), whose names may count bytes too.
 func isPerformanceCounter(name string) bool {
 	n := strings.ToLower(name)
-	return !strings.Contains(n, "pause") && (strings.Contains(n, "bytes") || strings.Contains(n, "packets"))
+	for _, d := range []string{"pause", "buffer", "refetch", "discard", "drop", "miss", "err", "back_pressure", "occupancy"} {
+		if strings.Contains(n, d) {
+			return false
+		}
+	}
+	return strings.Contains(n, "bytes") || strings.Contains(n, "packets")
 }
 
 // rankObjectives builds the objectives from a sample of evaluations and orders them as Collie does (§7.2):

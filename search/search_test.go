@@ -62,6 +62,21 @@ func TestDeltaE(t *testing.T) {
 	}
 }
 
+// TestCounterKinds: traffic counters are performance counters (minimized); misses, back-pressure, discards,
+// buffer occupancy, bytes read again and pause durations are diagnostic (maximized), bytes in the name or not.
+func TestCounterKinds(t *testing.T) {
+	for name, perf := range map[string]bool{
+		"tx_vport_rdma_unicast_bytes": true, "rx_vport_rdma_unicast_packets": true, "rx_bytes_phy": true,
+		"tx_prio3_pause_duration": false, "rx_buffer_max_bytes": false, "rx_buffer_avg_bytes": false,
+		"tx_staging_refetch_bytes": false, "qpc_cache_miss": false, "rx_discards_phy": false,
+		"pcie_internal_back_pressure": false, "packet_seq_err": false, "rx_out_of_buffer": false,
+	} {
+		if got := isPerformanceCounter(name); got != perf {
+			t.Errorf("%s: performance %v, want %v", name, got, perf)
+		}
+	}
+}
+
 // TestMetropolisRate checks that a worse move is accepted with probability exp(-dE/T), not Collie's 1-dE*T.
 func TestMetropolisRate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(42, 43))
