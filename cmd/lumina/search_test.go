@@ -52,16 +52,9 @@ func TestSearchProfileFile(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("relaxed ordering off: exit %d, want 1 (anomaly); stderr: %s", code, stderr)
 	}
-	data, err := os.ReadFile("noro/anomalies.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var found []struct {
-		Symptom  string `json:"symptom"`
-		Scenario string `json:"scenario"`
-	}
-	if err := json.Unmarshal(data, &found); err != nil || len(found) == 0 || found[0].Symptom != "pause" {
-		t.Fatalf("anomalies.json %s: %v, want a pause anomaly", data, err)
+	found := readAnomalies(t, "noro")
+	if len(found) == 0 || found[0].Symptom != "pause" {
+		t.Fatalf("anomalies %+v, want a pause anomaly", found)
 	}
 	sc, err := os.ReadFile(found[0].Scenario)
 	if err != nil {
@@ -71,12 +64,41 @@ func TestSearchProfileFile(t *testing.T) {
 		t.Fatalf("scenario does not name the profile file %s:\n%s", prof, sc)
 	}
 	t.Chdir(t.TempDir()) // the scenario must not depend on the directory the search ran in
-	if code, _, stderr := lumina(t, "run", filepath.Join(dir, found[0].Scenario), "--out", "res"); code != 0 && code != 1 {
-		t.Fatalf("lumina run on the reproducing scenario: exit %d; stderr: %s", code, stderr)
+	if code, symptom, pause := runWorkload(t, filepath.Join(dir, found[0].Scenario)); (code != 0 && code != 1) ||
+		symptom != "pause" || pause <= 0.001 {
+		t.Fatalf("lumina run on the reproducing scenario: exit %d, symptom %q, pause ratio %v: want the pause symptom", code, symptom, pause)
 	}
-	analysis, err := os.ReadFile("res/analysis.json")
+}
+
+// foundAnomaly is what the tests read of one entry of anomalies.json.
+type foundAnomaly struct {
+	Symptom  string           `json:"symptom"`
+	MFS      map[string][]any `json:"mfs"`
+	Scenario string           `json:"scenario"`
+	Counters map[string]int64 `json:"counters"`
+}
+
+func readAnomalies(t *testing.T, dir string) []foundAnomaly {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "anomalies.json"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	var found []foundAnomaly
+	if err := json.Unmarshal(data, &found); err != nil {
+		t.Fatalf("anomalies.json %s: %v", data, err)
+	}
+	return found
+}
+
+// runWorkload runs lumina run on a workload scenario into ./res and returns the exit code and the workload
+// analysis: the symptom and the pause duration ratio.
+func runWorkload(t *testing.T, scenario string) (int, string, float64) {
+	t.Helper()
+	code, _, stderr := lumina(t, "run", scenario, "--out", "res")
+	analysis, err := os.ReadFile("res/analysis.json")
+	if err != nil {
+		t.Fatalf("lumina run %s: exit %d, %v; stderr: %s", scenario, code, err, stderr)
 	}
 	var an struct {
 		Workload struct {
@@ -84,9 +106,10 @@ func TestSearchProfileFile(t *testing.T) {
 			PauseRatio float64 `json:"pause_duration_ratio"`
 		} `json:"workload"`
 	}
-	if err := json.Unmarshal(analysis, &an); err != nil || an.Workload.Symptom != "pause" || an.Workload.PauseRatio <= 0.001 {
-		t.Fatalf("analysis.json workload %+v (%v): want the pause symptom", an.Workload, err)
+	if err := json.Unmarshal(analysis, &an); err != nil {
+		t.Fatalf("analysis.json: %v", err)
 	}
+	return code, an.Workload.Symptom, an.Workload.PauseRatio
 }
 
 // restrictFourteen is the neighbourhood of Collie's #14 trigger (seeds/003 A.2): bidirectional RC WRITE of
@@ -116,18 +139,9 @@ func TestSearchFindsStagingAnomaly(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (anomaly); stderr: %s", code, stderr)
 	}
-	data, err := os.ReadFile("s/anomalies.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var found []struct {
-		Symptom  string           `json:"symptom"`
-		MFS      map[string][]any `json:"mfs"`
-		Scenario string           `json:"scenario"`
-		Counters map[string]int64 `json:"counters"`
-	}
-	if err := json.Unmarshal(data, &found); err != nil || len(found) != 1 {
-		t.Fatalf("anomalies.json %s: %v, want one anomaly", data, err)
+	found := readAnomalies(t, "s")
+	if len(found) != 1 {
+		t.Fatalf("anomalies %+v, want one", found)
 	}
 	a := found[0]
 	num := func(v any) float64 { f, _ := v.(float64); return f }
@@ -139,19 +153,7 @@ func TestSearchFindsStagingAnomaly(t *testing.T) {
 	if a.Counters["tx_staging_refetch_bytes"] <= 0 {
 		t.Errorf("counters that moved %v: want tx_staging_refetch_bytes", a.Counters)
 	}
-	if code, _, stderr := lumina(t, "run", a.Scenario, "--out", "res"); code != 1 {
-		t.Fatalf("lumina run on the reproducing scenario: exit %d, want 1 (the workload check fails); stderr: %s", code, stderr)
-	}
-	analysis, err := os.ReadFile("res/analysis.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var an struct {
-		Workload struct {
-			Symptom string `json:"symptom"`
-		} `json:"workload"`
-	}
-	if err := json.Unmarshal(analysis, &an); err != nil || an.Workload.Symptom != "low-throughput" {
-		t.Fatalf("analysis.json workload %+v (%v): want low-throughput", an.Workload, err)
+	if code, symptom, _ := runWorkload(t, a.Scenario); code != 1 || symptom != "low-throughput" {
+		t.Fatalf("lumina run on the reproducing scenario: exit %d, symptom %q: want 1 (the workload check fails) and low-throughput", code, symptom)
 	}
 }
