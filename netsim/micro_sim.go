@@ -227,7 +227,7 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 	for i := range s.hosts {
 		s.hosts[i] = newMHost(i, cfg.Profiles[i], &cfg.Workload)
 	}
-	s.stageTx, s.stageRx = stagingEntries(&cfg.Workload)
+	s.stageTx, s.stageRx = s.stagingEntries()
 	s.setupConns()
 	s.q.push(event{at: s.winFrom, kind: mevWindowStart})
 	s.q.push(event{at: s.winTo, kind: mevWindowEnd})
@@ -379,8 +379,9 @@ func (s *msim) dispatch(e *event) {
 		s.goBack(h, e.arg, e.aux)
 	case mevLoopDone:
 		h.loopBusy = false
-		s.sent(&s.pkts[e.arg])
-		if p := &s.pkts[e.arg]; p.kind == mpData && s.w.QPType != "rc" && p.last() {
+		p := &s.pkts[e.arg]
+		s.sent(p)
+		if p.kind == mpData && s.w.QPType != "rc" && p.last() {
 			s.complete(e.arg)
 		}
 		s.arrive(h, e.arg)
@@ -576,21 +577,25 @@ func (s *msim) unitDone(h *mhost, ji int32) {
 		for left := size; left > 0; {
 			n := min(piece, left)
 			left -= n
-			for n > 0 {
-				r := min(n, h.m.PCIe.ReadRequestBytes)
-				n -= r
-				done = max(done, s.pcieRead(h, s.now, r, true))
-			}
+			done = max(done, s.readPayload(h, n))
 		}
-		for n := s.stagingRefetch(h, size); n > 0; {
-			r := min(n, h.m.PCIe.ReadRequestBytes)
-			n -= r
-			done = max(done, s.pcieRead(h, s.now, r, true))
-		}
+		done = max(done, s.readPayload(h, s.stagingRefetch(h, size)))
 	}
 	h.dmaPending++
 	s.q.push(event{at: done, kind: mevDMADone, obj: int32(h.id), arg: ji})
 	s.startUnits(h)
+}
+
+// readPayload issues n payload bytes as read requests of at most read-request-bytes from now and returns when
+// the last of them is on the NIC (now for n = 0).
+func (s *msim) readPayload(h *mhost, n int) int64 {
+	done := s.now
+	for n > 0 {
+		r := min(n, h.m.PCIe.ReadRequestBytes)
+		n -= r
+		done = max(done, s.pcieRead(h, s.now, r, true))
+	}
+	return done
 }
 
 func (s *msim) newJob(j mjob) int32 {
@@ -838,13 +843,11 @@ func (s *msim) lookupMTT(h *mhost, t int64, ci, msg int32, size, sge int) int64 
 // stagingEntries is the staging one connection holds while it has data in flight, on the NIC that sends the
 // data (one packet per SGE stream, a packet being the MTU or the SGE's share of a smaller message) and on the
 // NIC that receives it (one packet), for the pattern's mean message size.
-func stagingEntries(w *Workload) (tx, rx int64) {
+func (s *msim) stagingEntries() (tx, rx int64) {
+	w := s.w
 	mean := 0
-	for _, sz := range w.MsgSizes {
-		if w.QPType == "ud" {
-			sz = min(sz, w.MTU)
-		}
-		mean += sz
+	for i := range w.MsgSizes {
+		mean += s.msgSize(int32(i))
 	}
 	mean = max((mean+len(w.MsgSizes)/2)/len(w.MsgSizes), 1)
 	sge := w.SGE
