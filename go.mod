@@ -1,4 +1,4 @@
-module lumina
+module github.com/lumina-go/lumina
 
 go 1.26.8
 

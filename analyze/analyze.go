@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // Analyze reads the trace once, in order, and runs every analyzer that applies. It holds per-connection state

@@ -3,8 +3,8 @@ package analyze
 import (
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // benchTrace builds ~200k packets on 8 connections: 10-packet WRITE messages, one drop per message recovered

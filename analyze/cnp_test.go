@@ -3,8 +3,8 @@ package analyze
 import (
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // Seed 001 §6.4 setting: three requesters (three IPs) write to one responder; a fourth QP shares the first

@@ -2,9 +2,9 @@ package analyze
 
 import (
 	"fmt"
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/rnic"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // maxJump bounds how far ahead of everything seen a PSN may jump before it is treated as garbage: per-PSN

@@ -3,8 +3,8 @@ package analyze
 import (
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // counterTrace: a corrupted packet recovered by NAK, then a CE-marked packet answered by a CNP.

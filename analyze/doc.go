@@ -1,6 +1,6 @@
 // Package analyze runs Lumina's built-in analyzers over a trace in one streaming pass: the retransmission
 // logic checkers (go-back-N for Write/Send and for Read, IRN's selective repeat) written as state machines of
-// the specification in shared/spec/nic-behaviors.md §1, the retransmission latency breakdown, the CNP analyzer
+// the specification in docs/spec/nic-behaviors.md §1, the retransmission latency breakdown, the CNP analyzer
 // (limiter scope and interval inference), the NIC counter cross-check and the traffic analyzer.
 //
 // The input is a trace.Reader: a simulated run's trace.pcapng, a Lumina-tagged dump from real hardware, or a

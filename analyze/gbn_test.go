@@ -3,8 +3,8 @@ package analyze
 import (
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 var wc = mkConn("10.0.0.2", "10.0.0.3", 0x11, 0x22, 1001)

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // frame is one synthetic captured packet.

@@ -3,8 +3,8 @@ package analyze
 import (
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // irnTrace: PSNs 1001..1006; 1002 is dropped; every later arrival is NAKed with cumulative 1002 and its own

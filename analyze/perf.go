@@ -4,7 +4,7 @@ import (
 	"slices"
 	"sort"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // lostRec is one lost transmission of a data packet, followed until its retransmission.

@@ -3,7 +3,7 @@ package analyze
 import (
 	"sort"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 const gbnRead = "gbn-read"

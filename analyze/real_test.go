@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const realDir = "../../shared/testdata/real-captures/"
+const realDir = "../testdata/real-captures/"
 
 func analyzeReal(t *testing.T, name string) *Analysis {
 	t.Helper()

@@ -3,7 +3,7 @@ package analyze
 import (
 	"net/netip"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Verbs of a connection.

@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // streamReader generates a long mirrored trace on the fly, one message per connection at a time, so that

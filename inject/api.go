@@ -11,7 +11,7 @@ package inject
 import (
 	"net/netip"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // ConnMeta is the runtime metadata a traffic generator reports for one connection before traffic starts.

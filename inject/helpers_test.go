@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Test frames are built with the roce encoder and checked with independent helpers below.

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // Verdict is what the switch does with one frame. Process fills it; the caller owns it and everything in it.

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // TestFigure3Iter replays the paper's Figure 3 with a minimal go-back-N sender and receiver: one connection,
@@ -691,7 +691,7 @@ func TestRealCaptures(t *testing.T) {
 		{"magnate3_cx_rocev1_plus_v2_mixed.pcap", -1, 624},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			f, err := trace.Open("../../shared/testdata/real-captures/" + tc.file)
+			f, err := trace.Open("../testdata/real-captures/" + tc.file)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // DefaultTableCapacity is the event table size when Config.TableCapacity is 0: the reference P4 program's

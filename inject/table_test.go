@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // TestTranslation checks the intent -> entry translation, starting with the paper's Figure 2: requester

@@ -11,8 +11,8 @@ import (
 	"net/netip"
 	"time"
 
-	"lumina/inject"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // The control plane: a generator connects over TCP and sends one JSON line with its connections' runtime

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // DumpConfig configures a dumper.

@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"lumina/netsim"
-	"lumina/rnic"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // EndpointQP is one QP of a software RNIC.

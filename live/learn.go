@@ -5,9 +5,9 @@ import (
 	"maps"
 	"math/rand/v2"
 
-	"lumina/inject"
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // LearnConfig configures learning mode: events for traffic from generators that report no metadata.

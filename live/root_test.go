@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"lumina/inject"
-	"lumina/netsim"
-	"lumina/rnic"
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // needNetns fails the test when it cannot build namespaces for a reason the machine can fix (not root, no ip

@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"lumina/inject"
-	"lumina/netsim"
-	"lumina/rnic"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // NetnsConfig is one run on the netns testbed. Sim carries the same description the simulator gets (hosts,

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"lumina/inject"
+	"github.com/lumina-go/lumina/inject"
 )
 
 // Logic is what the switch runs on every frame: an *inject.Switch, a *Learner, or any netsim.SwitchLogic. It

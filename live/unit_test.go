@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/inject"
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // block builds a V3 block holding frames, laid out as the kernel does.

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // cnpsPerConn counts the CNPs seen at the switch per connection (by destination QP) and checks their format

@@ -3,9 +3,9 @@ package netsim
 import (
 	"net/netip"
 
-	"lumina/inject"
-	"lumina/rnic"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Config is one simulated run as plain data; package testbed builds it from a scenario.

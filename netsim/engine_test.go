@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/inject"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
 )
 
 func TestEventOrder(t *testing.T) {

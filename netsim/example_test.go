@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"lumina/netsim"
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // A 10 KB RDMA WRITE between two ConnectX-6 Dx hosts on the paper's testbed, no events.

@@ -4,8 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"lumina/rnic"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 )
 
 func mustProfile(t testing.TB, name string) *rnic.Profile {

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"lumina/rnic"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // qpState is the NIC model's view of one QP: addressing, egress class, pacing, timers and receive ordering.

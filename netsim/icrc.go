@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
-	"lumina/rnic"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // The NIC model encodes each data packet by patching a frame that roce.Packet.AppendTo built for the same QP,

@@ -3,7 +3,7 @@ package netsim
 import (
 	"testing"
 
-	"lumina/inject"
+	"github.com/lumina-go/lumina/inject"
 )
 
 // interopRun is seed 000 §6.2.3: 16 QPs each sending five 100 KB SENDs from req to resp, no events (or, with

@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // Workload is one Collie-style workload (spec/nic-microarchitecture.md, seeds/003 §4): the verbs an application

@@ -3,7 +3,7 @@ package netsim
 import (
 	"fmt"
 
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // The micro-architecture model runs in picoseconds: at 200 Gb/s a byte takes 40 ps, and nanosecond rounding

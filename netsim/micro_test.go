@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // TestCollieAnomalies runs each concrete trigger of Collie's appendix A on the profile of its subsystem and

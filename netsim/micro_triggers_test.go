@@ -3,7 +3,7 @@ package netsim
 import (
 	"testing"
 
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // trigger is one of Collie's concrete anomaly triggers (seeds/003 appendix A) and the symptom it must show.

@@ -3,7 +3,7 @@ package netsim
 import (
 	"fmt"
 
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // framePool recycles frame buffers (and the decoded transport view of received frames) by slot index, so the

@@ -3,8 +3,8 @@ package netsim
 import (
 	"encoding/binary"
 
-	"lumina/inject"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // SwitchLogic is what the simulated switch runs on every frame: the event injector (inject.Switch) or, without

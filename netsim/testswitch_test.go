@@ -1,8 +1,8 @@
 package netsim
 
 import (
-	"lumina/inject"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Actions of the test-only switch logic.

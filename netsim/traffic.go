@@ -8,9 +8,9 @@ import (
 	"net/netip"
 	"strings"
 
-	"lumina/inject"
-	"lumina/rnic"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // connState is one connection as the traffic generator tracks it.

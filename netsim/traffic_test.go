@@ -4,8 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"lumina/inject"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // TestCleanRuns: without events every verb completes, every mirrored frame is a valid RoCEv2 frame (headers,

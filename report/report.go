@@ -9,9 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"lumina/analyze"
-	"lumina/analyze/summary"
-	"lumina/testbed"
+	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/analyze/summary"
+	"github.com/lumina-go/lumina/testbed"
 )
 
 // CaptureDoc is `lumina analyze CAPTURE` output: the packet summary plus the scenario-free checkers.

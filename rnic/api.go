@@ -7,7 +7,7 @@
 // drive the same code from a socket; the analyzers reuse its rules.
 package rnic
 
-import "lumina/roce"
+import "github.com/lumina-go/lumina/roce"
 
 // Time is a point in time in nanoseconds (virtual time in the simulator).
 type Time = int64

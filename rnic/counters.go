@@ -107,7 +107,7 @@ func (c *Counters) Snapshot() []Counter {
 	return out
 }
 
-// nvidiaNames: mlx5 hw_counters and ethtool names (research/realdata-userneeds.md §3).
+// nvidiaNames: mlx5 hw_counters and ethtool names (as the kernel mlx5 driver and ethtool -S spell them).
 var nvidiaNames = func() (n [NumCounters]string) {
 	n[CtrOutOfSequence] = "out_of_sequence"
 	n[CtrPacketSeqErr] = "packet_seq_err"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Fault injection, test-only: a profile for a NIC we have not seen may carry a known bug to check the

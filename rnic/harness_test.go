@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // pair is a tiny deterministic driver for tests: two QPs joined by a fixed-delay wire that may drop packets,

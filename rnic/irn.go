@@ -1,6 +1,6 @@
 package rnic
 
-import "lumina/roce"
+import "github.com/lumina-go/lumina/roce"
 
 // IRN (seed 002 §3): the responder keeps out-of-order packets and NAKs every out-of-order arrival with the
 // cumulative ACK (the expected PSN, in the BTH) plus the PSN that triggered it (Pkt.SACK, on the wire SACKLen

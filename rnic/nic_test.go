@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Seed 001 §6.4 Tables 3/4: three QPs from three source IPs marked at ~9, 16, 17 us with a 50 us interval.

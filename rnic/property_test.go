@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // For any pattern of drops on a lossy pipe (both directions), every message completes or fails with retry

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // QPConfig is what a QP needs at creation (the ibv_modify_qp attributes plus the NIC it lives on).

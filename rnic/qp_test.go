@@ -3,7 +3,7 @@ package rnic
 import (
 	"testing"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // one is a single QP driven by hand: feed it packets, collect what it sends.

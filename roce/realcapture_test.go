@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const realDir = "../../shared/testdata/real-captures"
+const realDir = "../testdata/real-captures"
 
 // readPcap is a minimal classic-pcap reader for this package's tests (the trace package has the real one; roce
 // must not depend on it). It returns each frame and its original length.
@@ -72,7 +72,7 @@ func decodeAll(t *testing.T, name string) tally {
 	return tl
 }
 
-// The facts below are those of shared/testdata/real-captures/PROVENANCE.md.
+// The facts below are those of testdata/real-captures/PROVENANCE.md.
 func TestRealCapturesICRC(t *testing.T) {
 	cases := []struct {
 		file            string

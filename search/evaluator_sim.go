@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"lumina/netsim"
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // SimEvaluator evaluates workloads on the simulated testbed's NIC micro-architecture model (netsim.RunWorkload):

@@ -11,10 +11,10 @@ import (
 	"sort"
 	"strings"
 
-	"lumina/analyze"
-	"lumina/roce"
-	"lumina/scenario"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // Verdicts of a test.

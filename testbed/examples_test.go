@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/live"
-	"lumina/scenario"
+	"github.com/lumina-go/lumina/live"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // Every scenario under examples/ is a test: it runs on its testbed and every expectation holds.

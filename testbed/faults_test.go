@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/analyze"
-	"lumina/rnic"
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // Each checker must catch a real fault: the simulator runs a deliberately broken NIC model (a profile under

@@ -3,8 +3,8 @@ package testbed
 import (
 	"fmt"
 
-	"lumina/inject"
-	"lumina/scenario"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // Intents resolves the scenario's events into the injector's intents: 0-based connection and PSN offsets, one

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"lumina/live"
-	"lumina/scenario"
+	"github.com/lumina-go/lumina/live"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // runNetns runs the scenario on the netns testbed: requester, switch, responder and dumper namespaces joined

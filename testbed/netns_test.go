@@ -3,7 +3,7 @@ package testbed
 import (
 	"testing"
 
-	"lumina/live"
+	"github.com/lumina-go/lumina/live"
 )
 
 // The netns testbed: the same scenario as the simulator's Listing 2 test, run through real veth pairs, the

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/analyze"
-	"lumina/scenario"
+	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 var updateREADME = flag.Bool("update", false, "rewrite the reproduction table in README.md")

@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lumina-go/lumina/verbs"
 	"io"
-	"lumina/verbs"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,9 +19,9 @@ import (
 	"strings"
 	"time"
 
-	"lumina/inject"
-	"lumina/netsim"
-	"lumina/scenario"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // The rxe-vm testbed runs a scenario on Linux Soft-RoCE (rdma_rxe) inside a qemu guest: requester and responder

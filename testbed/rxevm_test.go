@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/inject"
-	"lumina/scenario"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 func rxeScenario(t *testing.T, body string) *scenario.Scenario {

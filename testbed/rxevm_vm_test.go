@@ -11,9 +11,9 @@ import (
 	"sort"
 	"testing"
 
-	"lumina/roce"
-	"lumina/scenario"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // TestRxeVMWriteDrop runs examples/rxe-vm-write-drop.yaml on real Soft-RoCE in a qemu guest (needs root,

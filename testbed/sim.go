@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"lumina/inject"
-	"lumina/netsim"
-	"lumina/rnic"
-	"lumina/scenario"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // Options are how a run is carried out; none of them changes the results.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/scenario"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/trace"
 )
 
 func load(t *testing.T, yaml string) *scenario.Scenario {

@@ -5,10 +5,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"lumina/analyze"
-	"lumina/netsim"
-	"lumina/scenario"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // FileWorkload is what a `workload:` run measured (also the "workload" section of analysis.json).

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/scenario"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 func loadText(t *testing.T, text string) *scenario.Scenario {

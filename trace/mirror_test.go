@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 func TestEventTypeString(t *testing.T) {

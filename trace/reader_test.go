@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-const realCaptures = "../../shared/testdata/real-captures/"
+const realCaptures = "../testdata/real-captures/"
 
 // Expected values were computed independently: capinfos -c -l -E and a
 // separate Python struct walk over each file agree on these counts.

@@ -5,9 +5,9 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"lumina/inject"
-	"lumina/roce"
-	"lumina/scenario"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // QPParams are the queue-pair settings shared by every connection of a run.

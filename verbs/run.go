@@ -11,7 +11,7 @@ import (
 	"net"
 	"time"
 
-	"lumina/live"
+	"github.com/lumina-go/lumina/live"
 )
 
 // Endpoint resources of one connection.

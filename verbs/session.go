@@ -3,7 +3,7 @@ package verbs
 import (
 	"fmt"
 
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // Connection statuses in the report (rnic's shared names, as the simulated testbed reports them).

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/scenario"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 func load(t *testing.T, body string) *scenario.Scenario {

@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // Order says how several capture files are merged into one stream.

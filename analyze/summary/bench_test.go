@@ -3,11 +3,11 @@ package summary
 import (
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
-// benchFrames is a mix like research/ecosystem.md §3: WRITE Middle 1024 B, WRITE First, ACKs, CNPs, CE marks,
+// benchFrames is a mix like a datacenter RDMA trace: WRITE Middle 1024 B, WRITE First, ACKs, CNPs, CE marks,
 // over several QPs.
 func benchFrames(b *testing.B) [][]byte {
 	var fs [][]byte

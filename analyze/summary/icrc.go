@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"sync"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // icrcPool verifies ICRCs on another core: the frames of complete RoCE packets are copied into batches that a

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/trace"
+	"github.com/lumina-go/lumina/trace"
 )
 
-// The package sits two levels below the repository root, whose parent holds shared/.
-const realDir = "../../../shared/testdata/real-captures"
+// The package sits two levels below the repository root, which holds testdata/real-captures.
+const realDir = "../../testdata/real-captures"
 
 func analyzeReal(t *testing.T, name string) *Report {
 	t.Helper()
@@ -30,7 +30,7 @@ func opcodeCount(r *Report, op uint8) int64 {
 	return 0
 }
 
-// The facts asserted here are those of shared/testdata/real-captures/PROVENANCE.md.
+// The facts asserted here are those of testdata/real-captures/PROVENANCE.md.
 func TestRealCapturesICRC(t *testing.T) {
 	cases := []struct {
 		file                     string

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // Report is the summary of one or more captures. Its JSON field names are the contract of

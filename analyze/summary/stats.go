@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // EtherTypeMACControl carries 802.3x PAUSE and 802.1Qbb PFC frames.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 func write(t *testing.T, psn uint32) []byte {
@@ -475,7 +475,7 @@ func TestAddDoesNotAllocate(t *testing.T) {
 // The checkers reading a summary.Source use its decoding (analyze.Predecoded) instead of decoding again; their
 // result must be the same as with their own decoding.
 func TestSourceDecodedMatchesOwnDecoding(t *testing.T) {
-	path := "../../../shared/testdata/real-captures/magnate3_cx_rocev1_plus_v2_mixed.pcap"
+	path := "../../testdata/real-captures/magnate3_cx_rocev1_plus_v2_mixed.pcap"
 	src, err := Open([]string{path}, Options{})
 	if err != nil {
 		t.Fatal(err)

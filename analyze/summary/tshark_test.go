@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"lumina/roce"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // tsharkCase is one generated packet: the packet as encoded by roce (its fields are the expectation).

@@ -1,4 +1,4 @@
-// Command gencap writes a realistic RoCEv2 capture for benchmarks: a mix like research/ecosystem.md §3 (RDMA
+// Command gencap writes a realistic RoCEv2 capture for benchmarks: a mix like a datacenter RDMA trace (RDMA
 // WRITE Middle with 1024-byte payloads, WRITE First with a RETH every 25 packets, ~10% ACKs, ~1% CNPs, ~2% of data
 // packets CE-marked) over several QPs in both directions, with a few PSN gaps and go-back-N retransmissions.
 // The output is deterministic for a given -n and -seed.
@@ -13,8 +13,8 @@ import (
 	"net/netip"
 	"os"
 
-	"lumina/roce"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
 )
 
 func main() {

@@ -20,7 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"lumina/search"
+	"github.com/lumina-go/lumina/search"
 )
 
 // saCfg is the annealing configuration under test (flags).

@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"lumina/analyze"
-	"lumina/analyze/summary"
-	"lumina/report"
-	"lumina/testbed"
-	"lumina/trace"
+	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/analyze/summary"
+	"github.com/lumina-go/lumina/report"
+	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/trace"
 )
 
 func newAnalyzeCmd(stdout, stderr io.Writer) *cobra.Command {

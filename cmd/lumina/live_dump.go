@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"lumina/live"
+	"github.com/lumina-go/lumina/live"
 )
 
 func newDumpCmd(stdout, stderr io.Writer) *cobra.Command {

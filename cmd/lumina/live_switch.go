@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"lumina/inject"
-	"lumina/live"
-	"lumina/scenario"
-	"lumina/testbed"
+	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/live"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/testbed"
 )
 
 func newSwitchCmd(stdout, stderr io.Writer) *cobra.Command {

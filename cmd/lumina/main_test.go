@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-const realDir = "../../../shared/testdata/real-captures"
+const realDir = "../../testdata/real-captures"
 
 func lumina(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"lumina/rnic"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 func newProfilesCmd(stdout io.Writer) *cobra.Command {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"lumina/report"
-	"lumina/scenario"
-	"lumina/testbed"
+	"github.com/lumina-go/lumina/report"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/testbed"
 )
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {

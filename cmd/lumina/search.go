@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"lumina/search"
+	"github.com/lumina-go/lumina/search"
 )
 
 func newSearchCmd(stdout, stderr io.Writer) *cobra.Command {

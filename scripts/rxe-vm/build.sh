@@ -12,7 +12,7 @@
 #   bin/lumina-verbs   the verbs traffic generator (cgo, libibverbs), unless --no-verbs or it cannot build
 #
 # Why a newer kernel: bookworm's 6.1 rxe opens its UDP socket in the initial namespace only, so two rxe
-# devices in two namespaces of one guest cannot talk (research/rxe-in-qemu.md). The kernel comes from
+# devices in two namespaces of one guest cannot talk. The kernel comes from
 # $RXE_KERNEL_SUITE (default trixie-backports) on the mirror the host's apt already uses.
 set -euo pipefail
 

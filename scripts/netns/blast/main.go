@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"lumina/live"
-	"lumina/roce"
+	"github.com/lumina-go/lumina/live"
+	"github.com/lumina-go/lumina/roce"
 )
 
 type result struct {

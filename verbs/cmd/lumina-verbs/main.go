@@ -13,8 +13,8 @@ import (
 	"os"
 	"time"
 
-	"lumina/scenario"
-	"lumina/verbs"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/verbs"
 )
 
 const usage = `usage:
