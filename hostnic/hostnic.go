@@ -30,6 +30,8 @@ package hostnic
 import (
 	"context"
 	"net/netip"
+	"strconv"
+	"strings"
 )
 
 // Vendors Config.Vendor accepts.
@@ -168,3 +170,80 @@ const (
 
 // SourceOrder is the precedence of the counter sources.
 var SourceOrder = []string{SourceHWCounters, SourceCounters, SourceRdmaStat, SourceEthtool}
+
+// String renders the step on one line for a dry run: what runs or is written, and how it is undone.
+func (s Step) String() string {
+	var b []byte
+	b = append(b, s.Host...)
+	if s.Host != "" {
+		b = append(b, ": "...)
+	}
+	b = append(b, s.Desc...)
+	b = append(b, ": "...)
+	b = append(b, s.action()...)
+	switch {
+	case s.Undo != nil:
+		b = append(b, " [undo: "...)
+		b = append(b, s.Undo.action()...)
+		b = append(b, ']')
+	case s.Query != nil:
+		b = append(b, " [undo: "...)
+		b = append(b, argvString(s.UndoArgv)...)
+		b = append(b, " with the values "...)
+		b = append(b, argvString(s.Query.Argv)...)
+		b = append(b, " prints before]"...)
+	case s.Op == OpWrite:
+		b = append(b, " [undo: write back the value read before]"...)
+	case s.NoUndo != "":
+		b = append(b, " [not undone: "...)
+		b = append(b, s.NoUndo...)
+		b = append(b, ']')
+	}
+	return string(b)
+}
+
+func (s Step) action() string {
+	switch s.Op {
+	case OpLookPath:
+		return "look up " + argvString(s.Argv) + " on PATH"
+	case OpCheck:
+		if s.Value != "" {
+			return "read " + s.Path + ", expect " + s.Value
+		}
+		return "read " + s.Path
+	case OpWrite:
+		return "write " + s.Value + " to " + s.Path
+	}
+	return argvString(s.Argv)
+}
+
+func argvString(argv []string) string {
+	out := ""
+	for i, a := range argv {
+		if i > 0 {
+			out += " "
+		}
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`;&|<>*?()[]{}#~") && !isPlaceholder(a) {
+			a = strconv.Quote(a)
+		}
+		out += a
+	}
+	return out
+}
+
+// isPlaceholder tells whether a contains only {name} placeholders among the characters that would need quoting.
+func isPlaceholder(a string) bool {
+	t := a
+	for {
+		i := strings.Index(t, "{")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(t[i:], "}")
+		if j < 0 {
+			return false
+		}
+		t = t[:i] + t[i+j+1:]
+	}
+	return !strings.ContainsAny(t, " \t\n\"'\\$`;&|<>*?()[]{}#~")
+}
