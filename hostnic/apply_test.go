@@ -50,7 +50,7 @@ func TestApplyUndoNVIDIA(t *testing.T) {
 	}
 	// Every value changed as asked.
 	for path, want := range map[string]string{
-		"/sys/class/net/ens1f0/mtu":                                 "4200",
+		"/sys/class/net/ens1f0/mtu":                               "4200",
 		"/sys/class/net/ens1f0/ecn/roce_np/min_time_between_cnps": "50",
 		"/sys/class/net/ens1f0/ecn/roce_rp/enable/0":              "0",
 		"/sys/class/net/ens1f0/ecn/roce_rp/enable/7":              "0",

@@ -57,7 +57,7 @@ func ReadCounters(ctx context.Context, r Runner, cfg Config) (Snapshot, error) {
 			if d.optional && errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			return fail(d.src, explain(d.dir, err))
+			return fail(d.src, err)
 		}
 		snap.Skipped = append(snap.Skipped, skipped...)
 		merge(d.src, vals)
@@ -101,7 +101,7 @@ type Counter struct {
 func readSysfsDir(r Runner, dir string) ([]Counter, []string, error) {
 	names, err := r.ReadDir(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, explain(dir, err)
 	}
 	var out []Counter
 	var skipped []string

@@ -1,0 +1,55 @@
+package hostnic
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/lumina-go/lumina/scenario"
+)
+
+func TestFromScenario(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`
+requester:
+  nic: {type: CX5, ip-list: [10.0.0.2/24], prio-dscp-map: {3: [26]}}
+  roce-parameters: {dcqcn-rp-enable: true, dcqcn-np-enable: false, min-time-between-cnps: 4, adaptive-retrans: true, slow-restart: false}
+responder:
+  nic: {type: e810, ip-list: [10.0.0.3/24]}
+  roce-parameters: {dcqcn-enable: true}
+`), "s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := FromScenario(sc, "requester", Hardware{IfName: "ens1f0", PCIAddr: "0000:3b:00.0", IBDevice: "mlx5_0", IBPort: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req.RoCE
+	if req.Vendor != "nvidia" || !req.ConfigureQoS || req.IPs[0].String() != "10.0.0.2/24" || req.PrioDSCPMap[3][0] != 26 ||
+		!*r.DCQCNRPEnable || *r.DCQCNNPEnable || *r.MinTimeBetweenCNPsUs != 4 || !*r.AdaptiveRetrans || *r.SlowRestart || r.DCQCNEnable != nil {
+		t.Errorf("requester config %+v roce %+v", req, r)
+	}
+	resp, err := FromScenario(sc, "responder", Hardware{IfName: "ens785f0", IBDevice: "irdma0", SkipQoS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Vendor != "intel" || resp.ConfigureQoS || resp.RoCE.DCQCNEnable == nil || !*resp.RoCE.DCQCNEnable || resp.RoCE.DCQCNRPEnable != nil {
+		t.Errorf("responder config %+v", resp)
+	}
+	// The hardware keys are checked as Plan checks them.
+	_, err = FromScenario(sc, "requester", Hardware{IfName: "ens1f0", IBDevice: "mlx5_0"})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Field != "pci-addr" || ce.Host != "requester" {
+		t.Errorf("missing pci-addr: %v", err)
+	}
+	if _, err := FromScenario(sc, "switch", Hardware{}); err == nil || !strings.Contains(err.Error(), "expected requester or responder") {
+		t.Errorf("bad role: %v", err)
+	}
+	sim, err := scenario.Parse([]byte("requester: {nic: {type: ideal}}\n"), "s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromScenario(sim, "requester", Hardware{IfName: "e", IBDevice: "d"}); !errors.As(err, &ce) || ce.Field != "nic.type" || !strings.Contains(ce.Msg, "simulated NIC") {
+		t.Errorf("simulated type: %v", err)
+	}
+}
