@@ -25,7 +25,9 @@ type Hardware struct {
 // FromScenario builds the Config of sc's host role ("requester" or "responder"): the vendor from nic.type
 // (cx4lx, cx5, cx6dx, cx6vpi-200g -> nvidia; e810 -> intel; rxe -> rxe; a profile file -> its vendor), the
 // addresses and prio-dscp-map from the nic section, and every roce-parameter of that vendor (the reference
-// writes them all on each run). Simulation-only types (ideal, irn, p2100g) are an error.
+// writes them all on each run). Simulation-only types (ideal, irn, p2100g) are an error. For rxe, whose
+// scenario defaults still say dcqcn-rp-enable and dcqcn-np-enable, those two are ignored; any other
+// roce-parameter turned on is an error.
 func FromScenario(sc *scenario.Scenario, role string, hw Hardware) (Config, error) {
 	var h scenario.Host
 	switch role {
@@ -64,10 +66,12 @@ func FromScenario(sc *scenario.Scenario, role string, hw Hardware) (Config, erro
 		cfg.ConfigureQoS = !hw.SkipQoS
 	case VendorRxe:
 		cfg.Vendor = VendorRxe
+		// dcqcn-rp-enable and dcqcn-np-enable default to true in every scenario; rxe has neither point (its
+		// profile says cnp.none), so they are not settings here.
 		for _, f := range []struct {
 			name string
 			on   bool
-		}{{"dcqcn-rp-enable", r.DCQCNRPEnable}, {"dcqcn-np-enable", r.DCQCNNPEnable}, {"adaptive-retrans", r.AdaptiveRetrans},
+		}{{"adaptive-retrans", r.AdaptiveRetrans},
 			{"slow-restart", r.SlowRestart}, {"min-time-between-cnps", r.MinTimeBetweenCNPsUs != nil},
 			{"dcqcn-enable", r.DCQCNEnable != nil && *r.DCQCNEnable}} {
 			if f.on {

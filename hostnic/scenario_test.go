@@ -45,6 +45,18 @@ responder:
 	if _, err := FromScenario(sc, "switch", Hardware{}); err == nil || !strings.Contains(err.Error(), "expected requester or responder") {
 		t.Errorf("bad role: %v", err)
 	}
+	rxe, err := scenario.Parse([]byte("requester: {nic: {type: rxe, ip-list: [10.0.0.2/24]}}\nresponder: {nic: {type: rxe}, roce-parameters: {slow-restart: true}}\n"), "s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scenario's default dcqcn-rp/np-enable (true) do not stop an rxe host; a feature rxe lacks does.
+	c, err := FromScenario(rxe, "requester", Hardware{IfName: "eth0", IBDevice: "rxe0"})
+	if err != nil || c.Vendor != "rxe" || c.RoCE != (RoCEParameters{}) || c.ConfigureQoS {
+		t.Errorf("rxe requester: %+v, %v", c, err)
+	}
+	if _, err := FromScenario(rxe, "responder", Hardware{IfName: "eth0"}); !errors.As(err, &ce) || ce.Field != "roce-parameters.slow-restart" {
+		t.Errorf("slow restart on rxe: %v", err)
+	}
 	sim, err := scenario.Parse([]byte("requester: {nic: {type: ideal}}\n"), "s.yaml")
 	if err != nil {
 		t.Fatal(err)
