@@ -20,7 +20,7 @@ type QPConfig struct {
 
 	MTU         int
 	Timeout     uint8 // IB exponent: 4.096 us * 2^Timeout, 0 = infinite
-	RetryCnt    uint8 // 0..7, 7 is not infinite
+	RetryCnt    uint8 // 0..7, 7 is not infinite (except on a profile with timeout.retry-cnt-7-infinite: rxe)
 	RNRRetry    uint8 // 0..7, 7 = infinite
 	MinRNRTimer uint8 // code the responder puts in its RNR NAKs
 	MaxRdAtomic int   // outstanding READ requests (default 16 if 0)
