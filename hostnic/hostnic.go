@@ -41,49 +41,50 @@ const (
 	VendorRxe    = "rxe"    // Soft-RoCE (rdma_rxe) on any Ethernet netdev
 )
 
-// Config is one host's NIC and the settings a run puts on it.
+// Config is one host's NIC and the settings a run puts on it. Its JSON form (keys as the reference's config
+// spells them) is what a controller sends to the agent on the host.
 type Config struct {
 	// Host names the host in messages (e.g. "requester" or its address).
-	Host string
+	Host string `json:"host,omitempty"`
 	// Vendor is nvidia, intel or rxe.
-	Vendor string
+	Vendor string `json:"vendor"`
 	// IfName is the Ethernet interface (the reference's nic.if-name). For rxe it is the parent netdev the rxe
 	// device is bound to unless Parent is set.
-	IfName string
+	IfName string `json:"if-name"`
 	// PCIAddr is the NIC's PCI address (nic.pci-addr), e.g. 0000:3b:00.0; NVIDIA needs it for mlxreg.
-	PCIAddr string
+	PCIAddr string `json:"pci-addr,omitempty"`
 	// IBDevice is the RDMA device (nic.ib-device), e.g. mlx5_0, irdma0, rxe0. For rxe it is the name the
 	// device is created with.
-	IBDevice string
+	IBDevice string `json:"ib-device,omitempty"`
 	// IBPort is the RDMA port (nic.ib-port), 1 when zero.
-	IBPort int
+	IBPort int `json:"ib-port,omitempty"`
 	// Parent is, for rxe, the netdev the rxe device is created on; empty = IfName.
-	Parent string
+	Parent string `json:"parent,omitempty"`
 	// IPs are put on the interface (nic.ip-list) after flushing its addresses, as the reference does; empty =
 	// leave the addresses alone.
-	IPs []netip.Prefix
+	IPs []netip.Prefix `json:"ip-list,omitempty"`
 	// MTU is the netdev MTU to set (bytes, 576..9216); 0 = leave it.
-	MTU int
+	MTU int `json:"mtu,omitempty"`
 	// PrioDSCPMap maps a priority (0..7) to the DSCP values it carries (nic.prio-dscp-map); nil = the
 	// reference's default (priority p carries DSCP 8p..8p+7; Intel only 0..31).
-	PrioDSCPMap map[int][]int
+	PrioDSCPMap map[int][]int `json:"prio-dscp-map,omitempty"`
 	// ConfigureQoS sets DSCP trust, the DSCP-to-priority map and ETS (12/13% per class on NVIDIA, 25% on four
 	// classes on Intel) as the reference does. Off, the QoS configuration of the NIC is left alone.
-	ConfigureQoS bool
+	ConfigureQoS bool `json:"configure-qos,omitempty"`
 	// RoCE holds the reference's roce-parameters; a nil field leaves that setting alone.
-	RoCE RoCEParameters
+	RoCE RoCEParameters `json:"roce-parameters"`
 }
 
 // RoCEParameters are the reference's roce-parameters. nil = not set (the NIC's current value stays).
 type RoCEParameters struct {
-	DCQCNRPEnable *bool // NVIDIA: /sys/class/net/IF/ecn/roce_rp/enable/0..7
-	DCQCNNPEnable *bool // NVIDIA: /sys/class/net/IF/ecn/roce_np/enable/0..7
+	DCQCNRPEnable *bool `json:"dcqcn-rp-enable,omitempty"` // NVIDIA: /sys/class/net/IF/ecn/roce_rp/enable/0..7
+	DCQCNNPEnable *bool `json:"dcqcn-np-enable,omitempty"` // NVIDIA: /sys/class/net/IF/ecn/roce_np/enable/0..7
 	// MinTimeBetweenCNPsUs is NVIDIA's CNP limiter interval in microseconds (0..4095, integral):
 	// /sys/class/net/IF/ecn/roce_np/min_time_between_cnps.
-	MinTimeBetweenCNPsUs *float64
-	AdaptiveRetrans      *bool // NVIDIA: mlxreg ROCE_ACCL roce_adp_retrans_en
-	SlowRestart          *bool // NVIDIA: mlxreg ROCE_ACCL roce_slow_restart_en
-	DCQCNEnable          *bool // Intel: /sys/kernel/config/irdma/DEV/roce_dcqcn_enable
+	MinTimeBetweenCNPsUs *float64 `json:"min-time-between-cnps,omitempty"`
+	AdaptiveRetrans      *bool    `json:"adaptive-retrans,omitempty"` // NVIDIA: mlxreg ROCE_ACCL roce_adp_retrans_en
+	SlowRestart          *bool    `json:"slow-restart,omitempty"`     // NVIDIA: mlxreg ROCE_ACCL roce_slow_restart_en
+	DCQCNEnable          *bool    `json:"dcqcn-enable,omitempty"`     // Intel: /sys/kernel/config/irdma/DEV/roce_dcqcn_enable
 }
 
 // Op is the kind of one Step.
@@ -192,7 +193,7 @@ func (s Step) String() string {
 		b = append(b, " with the values "...)
 		b = append(b, argvString(s.Query.Argv)...)
 		b = append(b, " prints before]"...)
-	case s.Op == OpWrite:
+	case s.Op == OpWrite && !strings.HasPrefix(s.Desc, "restore "):
 		b = append(b, " [undo: write back the value read before]"...)
 	case s.NoUndo != "":
 		b = append(b, " [not undone: "...)

@@ -1,7 +1,9 @@
 package hostnic
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -63,5 +65,28 @@ responder:
 	}
 	if _, err := FromScenario(sim, "requester", Hardware{IfName: "e", IBDevice: "d"}); !errors.As(err, &ce) || ce.Field != "nic.type" || !strings.Contains(ce.Msg, "simulated NIC") {
 		t.Errorf("simulated type: %v", err)
+	}
+}
+
+// The Config travels to the agent as JSON and comes back the same, plan included.
+func TestConfigJSONRoundTrip(t *testing.T) {
+	in := nvidiaConfig()
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"if-name":"ens1f0"`, `"pci-addr":"0000:3b:00.0"`, `"ip-list":["10.0.0.2/24","10.0.1.2/24"]`, `"min-time-between-cnps":50`, `"dcqcn-rp-enable":false`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("JSON %s lacks %s", b, key)
+		}
+	}
+	var out Config
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	p1, _ := Plan(in)
+	p2, err := Plan(out)
+	if err != nil || !reflect.DeepEqual(p1, p2) {
+		t.Errorf("the plan changed through JSON: %v", err)
 	}
 }
