@@ -19,7 +19,7 @@ import (
 // value commented with its source). Fields marked (netsim) are applied by the NIC timing model, not by the QP.
 type Profile struct {
 	Name        string  `yaml:"name"`
-	Vendor      string  `yaml:"vendor"` // nvidia | intel | ideal: selects the counter names
+	Vendor      string  `yaml:"vendor"` // nvidia | intel | rxe | ideal: selects the counter names
 	Description string  `yaml:"description"`
 	LinkGbps    float64 `yaml:"link-gbps"` // (netsim) port speed
 	// MigReq is the value this NIC puts in BTH.MigReq (NVIDIA 1, E810 0).
@@ -120,6 +120,12 @@ type TimeoutModel struct {
 	// MaxRetries[i] is the retry limit of the (i+1)-th message that times out, measured at ReferenceRetryCnt;
 	// the limit applied is MaxRetries[i] + (retry_cnt - ReferenceRetryCnt). The last entry repeats.
 	MaxRetries []int `yaml:"max-retries"`
+	// RetryCnt7Infinite: retry_cnt 7 means retry forever (Soft-RoCE's completer never decrements it; the IB
+	// spec gives 7 that meaning for rnr_retry only).
+	RetryCnt7Infinite bool `yaml:"retry-cnt-7-infinite,omitempty"`
+	// ReadGapWaitsForTimer: a gap in READ responses is not acted on; the READ is re-issued from its first
+	// missing PSN only when the retransmit timer fires (Soft-RoCE on kernel 7.3, measured).
+	ReadGapWaitsForTimer bool `yaml:"read-gap-waits-for-timer,omitempty"`
 }
 
 // CNP limiter scopes.
@@ -131,6 +137,9 @@ const (
 
 // CNPModel is the notification point's CNP generation.
 type CNPModel struct {
+	// None: the NIC has no notification point at all (Soft-RoCE): CE marks and NAKs never produce a CNP,
+	// whatever dcqcn-np-enable says.
+	None                 bool   `yaml:"none,omitempty"`
 	Scope                string `yaml:"scope"`
 	IntervalNs           int64  `yaml:"interval-ns"`
 	IntervalConfigurable bool   `yaml:"interval-configurable"` // false: min-time-between-cnps is ignored
@@ -324,9 +333,9 @@ func (p *Profile) validate() *ProfileError {
 		return verr("name", "missing: want the profile's name")
 	}
 	switch p.Vendor {
-	case "nvidia", "intel", "ideal", "broadcom":
+	case "nvidia", "intel", "rxe", "ideal", "broadcom":
 	default:
-		return verr("vendor", "%q: want nvidia, intel, broadcom or ideal", p.Vendor)
+		return verr("vendor", "%q: want nvidia, intel, rxe, broadcom or ideal", p.Vendor)
 	}
 	if !(p.LinkGbps > 0) || p.LinkGbps > 1600 {
 		return verr("link-gbps", "%v: want a speed in (0, 1600]", p.LinkGbps)

@@ -3,6 +3,7 @@ package rnic
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/lumina-go/lumina/roce"
@@ -19,7 +20,7 @@ type QPConfig struct {
 
 	MTU         int
 	Timeout     uint8 // IB exponent: 4.096 us * 2^Timeout, 0 = infinite
-	RetryCnt    uint8 // 0..7, 7 is not infinite
+	RetryCnt    uint8 // 0..7, 7 is not infinite (except on a profile with timeout.retry-cnt-7-infinite: rxe)
 	RNRRetry    uint8 // 0..7, 7 = infinite
 	MinRNRTimer uint8 // code the responder puts in its RNR NAKs
 	MaxRdAtomic int   // outstanding READ requests (default 16 if 0)
@@ -951,7 +952,7 @@ func (q *QP) onReadResponse(now Time, p *Pkt, out *Output) {
 // readGap re-issues the READ w from its first missing response (once per gap).
 func (q *QP) readGap(now Time, w *wqe, out *Output) {
 	next := w.first.Add(w.recvd)
-	if q.inReadGap && q.readGapPSN == next {
+	if q.inReadGap && q.readGapPSN == next || q.prof.Timeout.ReadGapWaitsForTimer {
 		return
 	}
 	q.inc(CtrImpliedNAKSeqErr)
@@ -1069,6 +1070,9 @@ func (q *QP) adaptive() bool { return q.cfg.AdaptiveRetrans && q.prof.Timeout.Ad
 
 // retryLimit is the number of retries allowed before RETRY_EXC_ERR.
 func (q *QP) retryLimit() int {
+	if q.cfg.RetryCnt == 7 && q.prof.Timeout.RetryCnt7Infinite {
+		return math.MaxInt
+	}
 	lim := int(q.cfg.RetryCnt)
 	if q.adaptive() {
 		t := &q.prof.Timeout

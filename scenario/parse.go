@@ -66,7 +66,7 @@ var (
 	testbeds          = []string{"sim", "netns", "rxe-vm", "remote"}
 	validMTUs         = []int{256, 512, 1024, 2048, 4096}
 	referenceNICNames = map[string]string{"cx4": "cx4lx", "cx5": "cx5", "cx6": "cx6dx", "e810": "e810"}
-	profileNames      = []string{"cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g"}
+	profileNames      = []string{"cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g", "rxe"}
 )
 
 // deferred holds what can only be checked once the whole file is read (the index base, the traffic shape).

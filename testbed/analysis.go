@@ -260,6 +260,7 @@ func nicInfo(sc *scenario.Scenario, h scenario.Host) analyze.NICInfo {
 	if h.RoCEParameters.DCQCNEnable != nil {
 		np, rp = *h.RoCEParameters.DCQCNEnable, *h.RoCEParameters.DCQCNEnable
 	}
+	np = np && !p.CNP.None // a NIC without a notification point (rxe) sends no CNPs whatever the setting
 	return analyze.NICInfo{Vendor: p.Vendor, Profile: p.Name, CNPScope: p.CNP.Scope,
 		CNPIntervalNs: p.CNPInterval(configured), NAKTriggersCNP: p.CNP.NAKTriggersCNP, NPEnabled: np, RPEnabled: rp}
 }
