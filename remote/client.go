@@ -344,4 +344,3 @@ func (a *AgentConn) FetchFile(ctx context.Context, name string, size int64, sum 
 	}
 	return nil
 }
-

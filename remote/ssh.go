@@ -226,10 +226,10 @@ func algorithmsFor(keyType string) []string {
 // probeKey is a public key no host has.
 type probeKey struct{}
 
-func (probeKey) Type() string                             { return "lumina-probe" }
-func (probeKey) Marshal() []byte                          { return []byte("lumina-probe") }
-func (probeKey) Verify([]byte, *ssh.Signature) error      { return errors.New("probe") }
-func (probeKey) String() string                           { return "probe" }
+func (probeKey) Type() string                        { return "lumina-probe" }
+func (probeKey) Marshal() []byte                     { return []byte("lumina-probe") }
+func (probeKey) Verify([]byte, *ssh.Signature) error { return errors.New("probe") }
+func (probeKey) String() string                      { return "probe" }
 
 // ParseJump reads a ProxyJump [user@]host[:port]; the user defaults to def.
 func ParseJump(s, def string) (user, addr string, err error) {

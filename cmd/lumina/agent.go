@@ -62,4 +62,3 @@ type cmdError struct {
 func (e *cmdError) Error() string {
 	return strings.Join(e.argv, " ") + ": " + e.err.Error() + ": " + strings.TrimSpace(e.out)
 }
-
