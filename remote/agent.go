@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
@@ -38,7 +37,6 @@ type Agent struct {
 	// Run executes a command (tests replace it); nil runs it with os/exec.
 	Run func(argv []string) (string, error)
 
-	mu      sync.Mutex
 	ctx     context.Context
 	undo    [][]string
 	sw      *agentSwitch

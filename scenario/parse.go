@@ -235,18 +235,6 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// ignoredSection accepts a hardware-only section whose keys are known, recording each key.
-func (d *decoder) ignoredSection(v val, known []string) {
-	fields, _ := d.fields(v)
-	for _, f := range fields {
-		if slices.Contains(known, f.key) {
-			d.ignore(f)
-		} else {
-			d.unknown(f, known)
-		}
-	}
-}
-
 func (d *decoder) mirror(v val, role string, df *deferred) {
 	h := RemoteHost{Role: role}
 	defer func() {

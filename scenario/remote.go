@@ -72,7 +72,6 @@ func (h RemoteHost) Address() string {
 var (
 	remoteHostKeys   = []string{"control-ip", "username", "ssh-key-filepath", "workspace", "ssh-port", "known-hosts", "jump"}
 	remoteNICKeys    = []string{"if-name", "pci-addr", "ib-device", "ib-port", "switch-port"}
-	remoteDumpKeys   = []string{"max-packets"}
 	remoteOnlyKeys   = []string{"ssh-port", "known-hosts", "jump", "max-packets"}
 	switchRemoteKeys = append(slices.Clone(switchKeys), "ssh-port", "known-hosts", "jump")
 )

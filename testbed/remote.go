@@ -33,8 +33,6 @@ import (
 type step struct {
 	host int // index into remotePlan.hosts
 	op   remote.Op
-	// what the step's answer feeds (filled in by execution).
-	res any
 }
 
 // remoteHost is one role's host.
