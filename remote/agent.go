@@ -128,7 +128,7 @@ func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		case line, ok = <-lines:
 		case <-ctx.Done():
 		}
-		if !ok || ctx.Err() != nil {
+		if !ok {
 			return nil
 		}
 		resp := a.handle(ctx, line)
