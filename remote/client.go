@@ -49,9 +49,10 @@ func (d Deployment) HashCommand() string {
 	return "sha256sum " + Quote(d.Bin) + " 2>/dev/null || true"
 }
 
-// InstallCommand writes the binary from standard input, then renames it into place.
+// InstallCommand writes the binary from standard input, then renames it into place (two roles on one host
+// write their own temporary files; the rename is atomic).
 func (d Deployment) InstallCommand() string {
-	tmp := d.Bin + ".tmp"
+	tmp := d.Bin + ".tmp-" + path.Base(d.RunDir)
 	return "mkdir -p " + Quote(path.Dir(d.Bin)) + " && cat > " + Quote(tmp) + " && chmod 755 " + Quote(tmp) +
 		" && mv -f " + Quote(tmp) + " " + Quote(d.Bin)
 }
