@@ -3,11 +3,17 @@ package remote
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // Bad requests are rejected with an error naming the problem; nothing of a request reaches a shell.
@@ -115,5 +121,26 @@ func TestParseJump(t *testing.T) {
 	}
 	if Quote("a b'c") != `'a b'\''c'` || Quote("plain/path-1") != "plain/path-1" {
 		t.Errorf("quote %s %s", Quote("a b'c"), Quote("plain/path-1"))
+	}
+}
+
+// An encrypted key without an ssh-agent is a clear error, never a prompt.
+func TestEncryptedKeyNoPrompt(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	blk, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte("secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "enc")
+	os.WriteFile(p, pem.EncodeToMemory(blk), 0o600)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	_, err = Dial(context.Background(), Target{Role: "requester", Host: "192.0.2.1", User: "lab", KeyFile: p})
+	if err == nil || !strings.Contains(err.Error(), "is encrypted and no ssh-agent is running") || !strings.Contains(err.Error(), "ssh-add "+p) ||
+		!strings.Contains(err.Error(), "requester (lab@192.0.2.1:22)") {
+		t.Errorf("error %v", err)
+	}
+	var he *HostError
+	if !errors.As(err, &he) || !he.Env {
+		t.Errorf("error %T is not an environment HostError", err)
 	}
 }

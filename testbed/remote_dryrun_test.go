@@ -87,3 +87,22 @@ func TestRemoteValidation(t *testing.T) {
 		}
 	}
 }
+
+// The configuration example of docs/testbed-remote.md loads, with the hosts it shows.
+func TestRemoteDocExample(t *testing.T) {
+	data, err := os.ReadFile("../docs/testbed-remote.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/testbed-remote.md has no yaml block")
+	}
+	sc := load(t, block)
+	r := sc.Remote
+	if r == nil || r.Switch.Jump != "ops@bastion:2222" || r.Requester.SwitchPort != "enp1s0f0" || len(r.Dumpers) != 1 ||
+		sc.IndexBase != 1 || len(sc.Events) != 1 {
+		t.Errorf("remote %+v base %d events %d", r, sc.IndexBase, len(sc.Events))
+	}
+}

@@ -2,7 +2,9 @@ package testbed
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/remote"
@@ -231,4 +234,74 @@ func TestRemoteInterrupt(t *testing.T) {
 		t.Error("the results directory of an interrupted run looks valid")
 	}
 	h.assertClean(t)
+}
+
+// Keys from an ssh-agent (no key file) and a jump host work as users' ssh does: the jump host is
+// authenticated and host-key-checked, the target is dialled through it.
+func TestRemoteSSHAgentAndJump(t *testing.T) {
+	if err := live.RequireRoot(); err != nil {
+		t.Skipf("needs root: %v", err)
+	}
+	h := newSSHHosts(t, 5)
+	b, err := os.ReadFile(h.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ssh.ParseRawPrivateKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := agent.NewKeyring()
+	if err := ring.Add(agent.AddedKey{PrivateKey: raw}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(h.dir, "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { agent.ServeAgent(ring, c); c.Close() }()
+		}
+	}()
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	// The switch through a jump host: the switch host itself, the only other sshd its namespace reaches.
+	target := remote.Target{Role: "switch", Host: h.ips["switch"], User: "root", KnownHosts: h.knownHosts,
+		Jump: "root@" + h.ips["switch"] + ":22"}
+	c, err := remote.Dial(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Output("cat /proc/net/dev", nil)
+	c.Close()
+	if err != nil || !strings.Contains(string(out), live.SwReqIf) {
+		t.Errorf("command through the jump host: %v\n%s", err, out)
+	}
+	// A jump host whose key is unknown is refused like a target.
+	unknown := filepath.Join(h.dir, "kh_only_switch")
+	kh, _ := os.ReadFile(h.knownHosts)
+	var only []string
+	for _, l := range strings.Split(string(kh), "\n") {
+		if strings.HasPrefix(l, h.ips["switch"]+" ") {
+			only = append(only, l)
+		}
+	}
+	os.WriteFile(unknown, []byte(strings.Join(only, "\n")+"\n"), 0o600)
+	target.KnownHosts, target.Jump = unknown, "root@"+h.ips["responder"]
+	if _, err := remote.Dial(context.Background(), target); err == nil || !strings.Contains(err.Error(), "jump host") ||
+		!strings.Contains(err.Error(), "is not in "+unknown) {
+		t.Errorf("unknown jump host key: %v", err)
+	}
+	// Without the agent and without a key file nothing authenticates, and nothing prompts.
+	t.Setenv("SSH_AUTH_SOCK", "")
+	if _, err := remote.Dial(context.Background(), remote.Target{Host: h.ips["switch"], User: "root", KnownHosts: h.knownHosts}); err == nil ||
+		!strings.Contains(err.Error(), "no SSH key") {
+		t.Errorf("no key: %v", err)
+	}
 }
