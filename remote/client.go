@@ -148,8 +148,8 @@ func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
-	if len(t.buf) > 8192 {
-		t.buf = t.buf[len(t.buf)-8192:]
+	if len(t.buf) > 64<<10 {
+		t.buf = t.buf[len(t.buf)-64<<10:]
 	}
 	return len(p), nil
 }

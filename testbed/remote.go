@@ -495,6 +495,9 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		res.SwitchPorts[q] = netsim.SwitchPortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
 	}
 	res.FlushedFrames = int(st.Flushed)
+	if err := writeRemoteRaw(opts.OutDir, st, agents, p); err != nil {
+		return nil, err
+	}
 	if err := writeRunFilesWith(opts.OutDir, sc, &res.Result, st.Injector, st.Entries); err != nil {
 		return nil, err
 	}
@@ -507,6 +510,26 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	}}, nil
 }
 
+// RemoteRawDir is the results subdirectory with the switch's full status (ports, rings, transmit statistics)
+// and each agent's log, for the curious and for debugging.
+const RemoteRawDir = "remote"
+
+func writeRemoteRaw(dir string, st live.SwitchStatus, agents []*remote.AgentConn, p *remotePlan) error {
+	raw := filepath.Join(dir, RemoteRawDir)
+	if err := os.MkdirAll(raw, 0o755); err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	if err := writeJSON(raw, "switch-status.json", st); err != nil {
+		return err
+	}
+	for i, a := range agents {
+		if err := os.WriteFile(filepath.Join(raw, p.hosts[i].role+".log"), []byte(a.Log()+"\n"), 0o644); err != nil {
+			return fmt.Errorf("writing results: %w", err)
+		}
+	}
+	return nil
+}
+
 // resultFiles are what a run writes; an invalid remote run removes them so that nothing looks valid.
 var resultFiles = []string{FileScenario, FileTrace, FileCounters, FileTraffic, FileAnalysis, FileConnections, FileSwitch}
 
@@ -515,6 +538,7 @@ func invalidOutcome(dir string, sc *scenario.Scenario, reason string) (*Outcome,
 	for _, f := range resultFiles {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
+	_ = os.RemoveAll(filepath.Join(dir, RemoteRawDir))
 	old, _ := filepath.Glob(filepath.Join(dir, DirDump, "*"))
 	for _, f := range old {
 		_ = os.Remove(f)

@@ -2,7 +2,10 @@ package testbed
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/lumina-go/lumina/live"
@@ -67,6 +70,14 @@ func TestRemoteListing2MatchesNetns(t *testing.T) {
 	re, err := Reanalyze(o.Dir)
 	if err != nil || re.Doc.Verdict != o.Doc.Verdict || re.Scenario.Remote == nil {
 		t.Errorf("reanalyze: %v, verdict %v", err, re)
+	}
+	st, err := os.ReadFile(filepath.Join(o.Dir, RemoteRawDir, "switch-status.json"))
+	if err != nil || !strings.Contains(string(st), `"installed": 1`) {
+		t.Errorf("remote/switch-status.json: %v\n%.300s", err, st)
+	}
+	lg, err := os.ReadFile(filepath.Join(o.Dir, RemoteRawDir, "requester.log"))
+	if err != nil || !strings.Contains(string(lg), "lumina agent: traffic-run") {
+		t.Errorf("remote/requester.log: %v\n%s", err, lg)
 	}
 	h.assertClean(t)
 }
