@@ -222,6 +222,21 @@ func (a *Agent) ifaceSetup(o *IfaceSetup) error {
 			return err
 		}
 	}
+	if o.Promisc {
+		b, err := os.ReadFile(filepath.Join(sys, "flags"))
+		if err != nil {
+			return fmt.Errorf("interface %s: reading its flags: %w", o.Iface, err)
+		}
+		flags, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"), 16, 32)
+		if err != nil {
+			return fmt.Errorf("interface %s: flags %q: %w", o.Iface, b, err)
+		}
+		if flags&0x100 == 0 { // IFF_PROMISC
+			if err := a.journal([]string{"ip", "link", "set", "dev", o.Iface, "promisc", "off"}); err != nil {
+				return err
+			}
+		}
+	}
 	for _, p := range o.Addrs {
 		if err := a.journal([]string{"ip", "addr", "del", p.String(), "dev", o.Iface}); err != nil {
 			return err

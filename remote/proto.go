@@ -140,14 +140,16 @@ type HelloResult struct {
 	RunDir   string `json:"run_dir"`
 }
 
-// IfaceSetup brings the data interface up with an MTU, optionally adds addresses, and turns the offloads off
-// that would hand AF_PACKET partial checksums or frames larger than the MTU. The agent records the previous
+// IfaceSetup brings the data interface up with an MTU, optionally adds addresses, turns the offloads off
+// that would hand AF_PACKET partial checksums or frames larger than the MTU, and with Promisc receives frames
+// for every MAC (a real NIC drops the software RNIC's and the mirrored copies' destination MACs otherwise). The agent records the previous
 // state and restores it when the session ends.
 type IfaceSetup struct {
 	Iface      string         `json:"iface"`
 	MTU        int            `json:"mtu"`
 	Addrs      []netip.Prefix `json:"addrs,omitempty"`
 	OffloadOff bool           `json:"offload_off"`
+	Promisc    bool           `json:"promisc"`
 }
 
 func (*IfaceSetup) Name() string { return OpIfaceSetup }
@@ -175,6 +177,9 @@ func (o *IfaceSetup) Commands() [][]string {
 		out = append(out, []string{"ip", "link", "set", "dev", o.Iface, "mtu", strconv.Itoa(o.MTU)})
 	}
 	out = append(out, []string{"ip", "link", "set", "dev", o.Iface, "up"})
+	if o.Promisc {
+		out = append(out, []string{"ip", "link", "set", "dev", o.Iface, "promisc", "on"})
+	}
 	for _, a := range o.Addrs {
 		out = append(out, []string{"ip", "addr", "add", a.String(), "dev", o.Iface})
 	}

@@ -40,12 +40,13 @@ func TestDecodeRequestRejects(t *testing.T) {
 			t.Errorf("%s: error %v; want it to contain %q", c.line, err, c.want)
 		}
 	}
-	_, op, err := DecodeRequest([]byte(`{"id":7,"op":"iface-setup","args":{"iface":"eth0","mtu":1500,"offload_off":true}}`))
+	_, op, err := DecodeRequest([]byte(`{"id":7,"op":"iface-setup","args":{"iface":"eth0","mtu":1500,"offload_off":true,"promisc":true}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := op.Commands()
 	want := [][]string{{"ip", "link", "set", "dev", "eth0", "mtu", "1500"}, {"ip", "link", "set", "dev", "eth0", "up"},
+		{"ip", "link", "set", "dev", "eth0", "promisc", "on"},
 		{"ethtool", "-K", "eth0", "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"}}
 	if len(got) != len(want) {
 		t.Fatalf("commands %q; want %q", got, want)
@@ -71,7 +72,7 @@ func TestAgentServeAndCleanup(t *testing.T) {
 	}}
 	in := strings.NewReader(`{"id":1,"op":"bogus"}` + "\n" +
 		`{"id":2,"op":"hello"}` + "\n" +
-		`{"id":3,"op":"iface-setup","args":{"iface":"lo","mtu":1500,"offload_off":true}}` + "\n" +
+		`{"id":3,"op":"iface-setup","args":{"iface":"lo","mtu":1500,"offload_off":true,"promisc":true}}` + "\n" +
 		`{"id":4,"op":"fetch","args":{"file":"nothere","offset":0,"length":10}}` + "\n")
 	var out bytes.Buffer
 	if err := a.Serve(context.Background(), in, &out); err != nil {
@@ -100,8 +101,9 @@ func TestAgentServeAndCleanup(t *testing.T) {
 		joined = append(joined, strings.Join(c, " "))
 	}
 	n := len(joined)
-	if n < 3 || joined[n-2] != "ethtool -K lo tx on gro on" || joined[n-1] != "ip link set dev lo mtu "+strings.TrimSpace(string(lo)) {
-		t.Errorf("commands run %q; want the undo (offloads on, then the old MTU) last", joined)
+	if n < 4 || joined[n-3] != "ethtool -K lo tx on gro on" || joined[n-2] != "ip link set dev lo promisc off" ||
+		joined[n-1] != "ip link set dev lo mtu "+strings.TrimSpace(string(lo)) {
+		t.Errorf("commands run %q; want the undo (offloads on, promiscuous off, then the old MTU) last", joined)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("run directory left: %v", err)

@@ -207,13 +207,13 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 		dumpIfs = append(dumpIfs, h.SwitchPort)
 	}
 	for _, ifn := range append([]string{r.Requester.SwitchPort, r.Responder.SwitchPort}, dumpIfs...) {
-		add(hostSw, &remote.IfaceSetup{Iface: ifn, MTU: mtu, OffloadOff: true})
+		add(hostSw, &remote.IfaceSetup{Iface: ifn, MTU: mtu, OffloadOff: true, Promisc: true})
 	}
 	add(hostSw, &remote.SwitchStart{Ports: [2]string{r.Requester.SwitchPort, r.Responder.SwitchPort}, Dumpers: dumpIfs,
 		Intents: intents, TableCapacity: sc.Network.EventTableCapacity, DumperWeights: sc.Network.DumperWeights,
 		RewritePort: uint16(sc.RewriteUDPDstPort), Seed: sc.Seed, FrameSize: tp.Requester.FrameSize})
 	for i, h := range r.Dumpers {
-		add(hostDump+i, &remote.IfaceSetup{Iface: h.IfName, MTU: mtu, OffloadOff: true})
+		add(hostDump+i, &remote.IfaceSetup{Iface: h.IfName, MTU: mtu, OffloadOff: true, Promisc: true})
 		add(hostDump+i, &remote.DumpStart{Iface: h.IfName, Workers: 2, SnapLen: sc.Network.SnapLen,
 			RewritePort: uint16(sc.RewriteUDPDstPort), MaxPackets: h.MaxPackets, FanoutGroup: uint16(0x4c00 + i)})
 	}
@@ -236,9 +236,9 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	add(hostResp, &remote.IfaceSetup{Iface: r.Responder.IfName, MTU: mtu, OffloadOff: true})
+	add(hostResp, &remote.IfaceSetup{Iface: r.Responder.IfName, MTU: mtu, OffloadOff: true, Promisc: true})
 	add(hostResp, &remote.EndpointStart{Iface: r.Responder.IfName, Profile: respProf, ProfileYAML: respYAML, Spec: tp.Responder})
-	add(hostReq, &remote.IfaceSetup{Iface: r.Requester.IfName, MTU: mtu, OffloadOff: true})
+	add(hostReq, &remote.IfaceSetup{Iface: r.Requester.IfName, MTU: mtu, OffloadOff: true, Promisc: true})
 	add(hostReq, &remote.EndpointStart{Requester: true, Iface: r.Requester.IfName, Profile: reqProf, ProfileYAML: reqYAML, Spec: tp.Requester})
 	p.install = step{host: hostSw, op: &remote.SwitchInstall{Conns: live.ToWire(tp.Meta).Conns}}
 	p.limit = time.Duration(cfg.RunLimitNs)
@@ -271,7 +271,7 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "# lumina run --dry-run %s: testbed remote, run %s, agent %s (sha256 %s)\n", sc.Path, p.runID, p.agentBin, p.agentSum)
-	fmt.Fprintf(w, "# results would go to %s\n", opts.OutDir)
+	fmt.Fprintf(w, "# results would go to %s; connections, PSNs and messages counted from %d (index-base)\n", opts.OutDir, sc.IndexBase)
 	steps := append(append([]step{}, p.setup...), append([]step{p.install, p.traffic}, p.stop...)...)
 	for i, h := range p.hosts {
 		d := h.deploy
@@ -310,7 +310,7 @@ func orAgent(k string) string {
 func opSummary(op remote.Op) string {
 	switch o := op.(type) {
 	case *remote.IfaceSetup:
-		return fmt.Sprintf("iface=%s mtu=%d addrs=%v offload_off=%v", o.Iface, o.MTU, o.Addrs, o.OffloadOff)
+		return fmt.Sprintf("iface=%s mtu=%d addrs=%v offload_off=%v promisc=%v", o.Iface, o.MTU, o.Addrs, o.OffloadOff, o.Promisc)
 	case *remote.SwitchStart:
 		return fmt.Sprintf("ports=%v mirror=%v intents=%d weights=%v rewrite_port=%d seed=%d", o.Ports, o.Dumpers, len(o.Intents), o.DumperWeights, o.RewritePort, o.Seed)
 	case *remote.DumpStart:

@@ -48,6 +48,8 @@ func TestRemoteDryRun(t *testing.T) {
 		"op switch-start ports=[enp1s0 enp2s0] mirror=[enp3s0] intents=3 weights=[1]",
 		"exec ethtool -K enp1s0 tx off rx off tso off gso off gro off",
 		"exec ip link set dev ens1f0 mtu 1500",
+		"exec ip link set dev enp3s0 promisc on",
+		"counted from 1 (index-base)",
 		"op endpoint-start iface=ens1f0 requester=true profile=cx5 qps=2",
 		"op switch-install conns=2 [0 write 10.0.0.2->10.0.0.3",
 		"op traffic-run limit_ms=10000",

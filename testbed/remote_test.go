@@ -232,6 +232,12 @@ func (h *sshHosts) assertClean(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(out)) != "1400" {
 			t.Errorf("%s %s: MTU %q (%v) after the run; want 1400 restored", ns, ifn, out, err)
 		}
+		out, err = exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+ifn+"/flags").Output()
+		var flags uint64
+		fmt.Sscanf(strings.TrimSpace(string(out)), "0x%x", &flags)
+		if err != nil || flags&0x100 != 0 {
+			t.Errorf("%s %s: flags %q (%v) after the run; want promiscuous mode off again", ns, ifn, out, err)
+		}
 	}
 }
 
