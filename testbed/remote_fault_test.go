@@ -305,3 +305,32 @@ func TestRemoteSSHAgentAndJump(t *testing.T) {
 		t.Errorf("no key: %v", err)
 	}
 }
+
+// The controller killed outright (no chance to clean up): each agent sees its session end, stops what it
+// runs, undoes its changes and removes its run directory by itself.
+func TestRemoteControllerKilled(t *testing.T) {
+	if err := live.RequireRoot(); err != nil {
+		t.Skipf("needs root: %v", err)
+	}
+	h := newSSHHosts(t, 7)
+	path := filepath.Join(h.dir, "long.yaml")
+	if err := os.WriteFile(path, []byte(h.scenario(longWrite, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(h.dir, "results")
+	cmd := exec.Command(h.agent, "run", path, "--out", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	waitTraffic(t, h, done)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if IsResultsDir(dir) {
+		t.Error("the results directory of a killed controller looks valid")
+	}
+	h.assertClean(t)
+}

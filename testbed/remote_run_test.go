@@ -81,3 +81,55 @@ func TestRemoteListing2MatchesNetns(t *testing.T) {
 	}
 	h.assertClean(t)
 }
+
+// readDrop is a READ scenario: a dropped read response is recovered by the requester re-issuing the READ.
+const readDrop = `
+seed: 11
+requester:
+  nic: {type: cx5, ip-list: [10.0.0.2/24, 10.0.0.12/24]}
+responder:
+  nic: {type: cx5, ip-list: [10.0.0.3/24]}
+traffic:
+  num-connections: 2
+  rdma-verb: read
+  num-msgs-per-qp: 4
+  mtu: 1024
+  message-size: 4096
+  data-pkt-events:
+    - {qpn: 1, psn: 6, type: drop, iter: 1}
+    - {qpn: 2, psn: 2, type: ecn, iter: 1}
+`
+
+// READ traffic gives the same analysis on the remote testbed as on the netns testbed.
+func TestRemoteReadMatchesNetns(t *testing.T) {
+	if err := live.RequireRoot(); err != nil {
+		t.Skipf("needs root: %v", err)
+	}
+	h := newSSHHosts(t, 6)
+	netns := run(t, load(t, "testbed: netns\n"+readDrop), t.TempDir())
+	o, err := Run(load(t, h.scenario(readDrop, "")), Options{OutDir: t.TempDir(), Remote: RemoteOptions{AgentBinary: h.agent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Doc.Verdict != netns.Doc.Verdict || o.Doc.Integrity.OK != netns.Doc.Integrity.OK || !o.Doc.Integrity.OK {
+		t.Fatalf("remote verdict %s integrity %v; netns %s %v", o.Doc.Verdict, o.Doc.Integrity.OK, netns.Doc.Verdict, netns.Doc.Integrity.OK)
+	}
+	if got, want := retransFacts(o), retransFacts(netns); !reflect.DeepEqual(got, want) || len(got) == 0 {
+		t.Errorf("retransmissions remote %q netns %q", got, want)
+	}
+	var rc, nc []string
+	for _, c := range o.Doc.Checks {
+		rc = append(rc, fmt.Sprintf("%s qp %d ok %v", c.Analyzer, c.QP, c.OK))
+	}
+	for _, c := range netns.Doc.Checks {
+		nc = append(nc, fmt.Sprintf("%s qp %d ok %v", c.Analyzer, c.QP, c.OK))
+	}
+	if !reflect.DeepEqual(rc, nc) {
+		t.Errorf("checks remote %q netns %q", rc, nc)
+	}
+	ri, ni := o.Counters.Switch.Injector, netns.Counters.Switch.Injector
+	if ri == nil || ni == nil || !reflect.DeepEqual(ri.Events, ni.Events) || ri.Events["drop"] != 1 || ri.Events["ecn"] != 1 {
+		t.Errorf("injector events remote %+v netns %+v", ri, ni)
+	}
+	h.assertClean(t)
+}

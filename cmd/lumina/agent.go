@@ -38,6 +38,9 @@ func newAgentCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 				}
 				return nil
 			}
+			// The controller gone, sshd closes the agent's output: a write must fail with EPIPE, not kill the
+			// agent with SIGPIPE before it has cleaned up.
+			signal.Ignore(syscall.SIGPIPE)
 			// SIGHUP and SIGTERM (the session torn down) end the agent as the end of its input does.
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
