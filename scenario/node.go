@@ -22,6 +22,7 @@ type decoder struct {
 	// testbeds).
 	remote       Remote
 	remoteFields []field
+	remoteErrs   Errors
 }
 
 // val is a resolved value node with the dotted key path that reached it and its position.

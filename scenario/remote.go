@@ -87,6 +87,12 @@ func (d *decoder) remoteKey(f field, h *RemoteHost, nic bool) bool {
 		return false
 	}
 	d.remoteFields = append(d.remoteFields, f)
+	// Type errors count only for testbed: remote (remoteFinish); other testbeds never checked these values.
+	n := len(d.errs)
+	defer func() {
+		d.remoteErrs = append(d.remoteErrs, d.errs[n:]...)
+		d.errs = d.errs[:n]
+	}()
 	switch f.key {
 	case "control-ip":
 		if s, ok := d.str(f.v, "the host's address or name for SSH"); ok {
@@ -150,6 +156,7 @@ func (d *decoder) remoteKey(f field, h *RemoteHost, nic bool) bool {
 // recorded as ignored, as before the remote testbed existed.
 func (d *decoder) remoteFinish(s *Scenario) {
 	if s.Testbed == "remote" {
+		d.errs = append(d.errs, d.remoteErrs...)
 		r := d.remote
 		r.Requester.Role, r.Responder.Role, r.Switch.Role = "requester", "responder", "switch"
 		s.Remote = &r

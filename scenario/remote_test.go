@@ -3,6 +3,7 @@ package scenario
 import (
 	"bytes"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,17 @@ func TestReferenceKeysForRemote(t *testing.T) {
 	s3, err := Parse(data, "ref.yml")
 	if err != nil || s3.Remote != nil {
 		t.Errorf("sim testbed: remote %+v, %v", s3.Remote, err)
+	}
+}
+
+// A remote key of the wrong type is an error for testbed: remote only; other testbeds never checked them.
+func TestRemoteKeyTypes(t *testing.T) {
+	y := "requester:\n  control-ip: [1, 2]\n  nic: {type: cx5, ib-port: x}\n"
+	if _, err := Parse([]byte("testbed: sim\n"+y), "x.yaml"); err != nil {
+		t.Errorf("sim: %v", err)
+	}
+	_, err := Parse([]byte("testbed: remote\n"+y), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "x.yaml:3:15: requester.control-ip: a list is not a string") || !strings.Contains(err.Error(), "requester.nic.ib-port") {
+		t.Errorf("remote: %v", err)
 	}
 }
