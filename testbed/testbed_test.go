@@ -181,7 +181,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("unknown profile: %v, want a positioned scenario error", err)
 	}
 	cases := map[string][2]string{
-		"profile file": {strings.Replace(listing2, "type: cx5, ip-list: [10.0.0.3/24]", "type: nothere.yaml, ip-list: [10.0.0.3/24]", 1), "nothere.yaml"},
+		"profile file":         {strings.Replace(listing2, "type: cx5, ip-list: [10.0.0.3/24]", "type: nothere.yaml, ip-list: [10.0.0.3/24]", 1), "nothere.yaml"},
 		"remote without hosts": {"testbed: remote\n" + listing2, "requester.control-ip is missing"},
 	}
 	for name, c := range cases {
