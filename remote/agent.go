@@ -160,8 +160,7 @@ func (a *Agent) handle(ctx context.Context, line []byte) Response {
 func (a *Agent) do(ctx context.Context, op Op) (any, error) {
 	switch o := op.(type) {
 	case *Hello:
-		h, _ := os.Hostname()
-		return HelloResult{Version: Version, PID: os.Getpid(), Hostname: h, RunDir: a.RunDir}, nil
+		return a.hello(o), nil
 	case *IfaceSetup:
 		return struct{}{}, a.ifaceSetup(o)
 	case *EndpointStart:
@@ -184,6 +183,32 @@ func (a *Agent) do(ctx context.Context, op Op) (any, error) {
 		return a.fetch(o)
 	}
 	return nil, fmt.Errorf("operation %s is not served", op.Name())
+}
+
+func (a *Agent) hello(o *Hello) HelloResult {
+	h, _ := os.Hostname()
+	r := HelloResult{Version: Version, PID: os.Getpid(), UID: os.Geteuid(), Hostname: h, RunDir: a.RunDir}
+	if r.UID != 0 && a.Run == nil {
+		r.Problems = append(r.Problems, fmt.Sprintf("the agent runs as uid %d; it needs root (AF_PACKET, interface settings): log in as root or give the user password-less sudo", r.UID))
+	}
+	if a.Run == nil {
+		for _, c := range []string{"ip", "ethtool"} {
+			if _, err := exec.LookPath(c); err != nil {
+				r.Problems = append(r.Problems, fmt.Sprintf("%s is not installed (apt-get install -y %s)", c, map[string]string{"ip": "iproute2", "ethtool": "ethtool"}[c]))
+			}
+		}
+	}
+	for _, f := range o.Ifaces {
+		if _, err := os.Stat(filepath.Join("/sys/class/net", f)); err != nil {
+			ents, _ := os.ReadDir("/sys/class/net")
+			var have []string
+			for _, e := range ents {
+				have = append(have, e.Name())
+			}
+			r.Problems = append(r.Problems, fmt.Sprintf("interface %s does not exist on %s (it has %s)", f, h, strings.Join(have, ", ")))
+		}
+	}
+	return r
 }
 
 // journal appends an undo command before the change it undoes is made.

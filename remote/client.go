@@ -173,10 +173,13 @@ type AgentConn struct {
 	log    tail
 	id     int
 	mu     sync.Mutex
+	// Hello is the agent's answer to hello.
+	Hello HelloResult
 }
 
-// StartAgent starts the agent over a new session and says hello.
-func StartAgent(ctx context.Context, c *Client, d Deployment, role string) (*AgentConn, error) {
+// StartAgent starts the agent over a new session and says hello, checking that the host has what the run
+// needs (root, ip, ethtool, the interfaces named).
+func StartAgent(ctx context.Context, c *Client, d Deployment, role string, ifaces []string) (*AgentConn, error) {
 	s, err := c.NewSession()
 	if err != nil {
 		return nil, err
@@ -211,7 +214,9 @@ func StartAgent(ctx context.Context, c *Client, d Deployment, role string) (*Age
 		close(a.exited)
 	}()
 	var h HelloResult
-	if err := a.Call(ctx, &Hello{}, &h); err != nil {
+	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := a.Call(hctx, &Hello{Ifaces: ifaces}, &h); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -219,6 +224,11 @@ func StartAgent(ctx context.Context, c *Client, d Deployment, role string) (*Age
 		a.Close()
 		return nil, fmt.Errorf("agent speaks %s; expected %s", h.Version, Version)
 	}
+	if len(h.Problems) > 0 {
+		a.Close()
+		return nil, errors.New(strings.Join(h.Problems, "; "))
+	}
+	a.Hello = h
 	return a, nil
 }
 

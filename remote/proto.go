@@ -125,19 +125,32 @@ func checkIface(what, s string) error {
 	return nil
 }
 
-// Hello asks the agent who it is.
-type Hello struct{}
+// Hello asks the agent who it is and checks, before anything changes, what the run will need on the host:
+// root, the commands it will run, the interfaces named.
+type Hello struct {
+	Ifaces []string `json:"ifaces,omitempty"`
+}
 
-func (*Hello) Name() string         { return OpHello }
-func (*Hello) Validate() error      { return nil }
+func (*Hello) Name() string { return OpHello }
+func (o *Hello) Validate() error {
+	for i, f := range o.Ifaces {
+		if err := checkIface(fmt.Sprintf("ifaces[%d]", i), f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 func (*Hello) Commands() [][]string { return nil }
 
-// HelloResult is the agent's identity.
+// HelloResult is the agent's identity and what it found missing on the host.
 type HelloResult struct {
 	Version  string `json:"version"`
 	PID      int    `json:"pid"`
+	UID      int    `json:"uid"`
 	Hostname string `json:"hostname"`
 	RunDir   string `json:"run_dir"`
+	// Problems are what keeps the run from working on this host (not root, a command or interface missing).
+	Problems []string `json:"problems,omitempty"`
 }
 
 // IfaceSetup brings the data interface up with an MTU, optionally adds addresses, turns the offloads off

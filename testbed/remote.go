@@ -258,6 +258,20 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 	return p, nil
 }
 
+// ifaces are the interfaces the plan's operations name on host i.
+func (p *remotePlan) ifaces(i int) []string {
+	var out []string
+	for _, s := range p.setup {
+		if s.host != i {
+			continue
+		}
+		if o, ok := s.op.(*remote.IfaceSetup); ok && !slices.Contains(out, o.Iface) {
+			out = append(out, o.Iface)
+		}
+	}
+	return out
+}
+
 // DryRun prints, host by host, what a run of the scenario would do: the SSH connection, the deployment
 // commands, the agent command, every operation with its arguments and every command the agent would run.
 // It connects to nothing and writes nothing.
@@ -283,6 +297,7 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 		fmt.Fprintf(w, "  deploy: %s\n  deploy: %s\n  deploy (when missing or different): %s  < %s\n",
 			remote.ArchCommand(), d.HashCommand(), d.InstallCommand(), p.agentBin)
 		fmt.Fprintf(w, "  agent:  %s\n", d.AgentCommand())
+		fmt.Fprintf(w, "  op hello ifaces=%v (checks root, ip, ethtool and the interfaces before any change)\n", p.ifaces(i))
 		for _, s := range steps {
 			if s.host != i {
 				continue
@@ -368,7 +383,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 				errs[i] = &remote.HostError{Host: h.target.String(), Step: "deploying the agent", Env: true, Err: err}
 				return
 			}
-			a, err := remote.StartAgent(ctx, c, h.deploy, h.role)
+			a, err := remote.StartAgent(ctx, c, h.deploy, h.role, p.ifaces(i))
 			if err != nil {
 				errs[i] = &remote.HostError{Host: h.target.String(), Step: "starting the agent", Env: true, Err: err}
 				return
@@ -404,8 +419,16 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		return nil, badInputf("%s: testbed remote: %w", sc.Path, err)
 	}
 	fmt.Fprintf(log, "lumina: remote run %s: %d agents up\n", p.runID, len(agents))
+	// Every operation has a deadline (the traffic: its limit and a margin), so that a hung host ends the run
+	// with its name instead of hanging it; a dead connection is found by the keepalives sooner.
 	call := func(s step, res any) error {
-		if err := agents[s.host].Call(ctx, s.op, res); err != nil {
+		d := time.Minute
+		if _, ok := s.op.(*remote.TrafficRun); ok {
+			d = p.limit + 30*time.Second
+		}
+		cctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		if err := agents[s.host].Call(cctx, s.op, res); err != nil {
 			return fmt.Errorf("%s: %w", p.hosts[s.host].target, err)
 		}
 		return nil
@@ -417,6 +440,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		return nil, &remoteInvalid{reason: "remote run " + p.runID + " did not complete: " + reason}
 	}
+	fmt.Fprintf(log, "lumina: remote run %s: setting up the switch, %d dumper(s) and the endpoints\n", p.runID, len(p.hosts)-hostDump)
 	for _, s := range p.setup {
 		if err := call(s, nil); err != nil {
 			return invalid(err)
@@ -426,6 +450,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err := call(p.install, &inst); err != nil {
 		return invalid(err)
 	}
+	fmt.Fprintf(log, "lumina: remote run %s: %d event-table entries installed; traffic (at most %s)\n", p.runID, inst.Entries, p.limit)
 	var reqRes remote.EndpointResult
 	if err := call(p.traffic, &reqRes); err != nil {
 		return invalid(err)
@@ -440,6 +465,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		return invalid(err)
 	}
 	time.Sleep(10 * time.Millisecond)
+	fmt.Fprintf(log, "lumina: remote run %s: traffic done; fetching the dumps\n", p.runID)
 	res := &live.NetnsResult{Status: swRes.Status}
 	for i, s := range p.stop[2:] {
 		var dr remote.DumpResult

@@ -334,3 +334,23 @@ func TestRemoteControllerKilled(t *testing.T) {
 	}
 	h.assertClean(t)
 }
+
+// A data interface that does not exist on its host is found by the agent's hello, before any change:
+// an environment error (exit 2) naming the host and the interfaces it has.
+func TestRemoteMissingInterface(t *testing.T) {
+	if err := live.RequireRoot(); err != nil {
+		t.Skipf("needs root: %v", err)
+	}
+	h := newSSHHosts(t, 8)
+	y := strings.Replace(h.scenario(listing2, ""), "if-name: eth0, switch-port: sw-resp", "if-name: eth9, switch-port: sw-resp", 1)
+	var progress bytes.Buffer
+	_, err := Run(load(t, y), Options{OutDir: t.TempDir(), Progress: &progress, Remote: RemoteOptions{AgentBinary: h.agent}})
+	if err == nil || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "responder (root@"+h.ips["responder"]+":22): starting the agent") ||
+		!strings.Contains(err.Error(), "interface eth9 does not exist") || !strings.Contains(err.Error(), "eth0") {
+		t.Fatalf("error %v", err)
+	}
+	if strings.Contains(progress.String(), "setting up") {
+		t.Errorf("the run went on to the setup:\n%s", progress.String())
+	}
+	h.assertClean(t)
+}
