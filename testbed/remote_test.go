@@ -118,16 +118,17 @@ func newSSHHosts(t *testing.T, tag int) *sshHosts {
 	must(t, "mkdir", "-p", "/run/sshd")
 	roles := []string{"requester", "responder", "switch", "requester-mirror", "responder-mirror"}
 	nss := []string{tb.Req, tb.Resp, tb.Sw, tb.Dump[0], tb.Dump[1]}
-	net3 := 100 + (os.Getpid()%20)*6 + tag%6
+	// Control addresses in 198.18.0.0/15, the range RFC 2544 sets aside for test networks: never a real route.
+	net3 := (os.Getpid()%40)*6 + tag%6
 	var known bytes.Buffer
 	for i, role := range roles {
 		ns := nss[i]
 		h.ns[role] = ns
 		root := fmt.Sprintf("lrc%d-%d-%d", os.Getpid()%10000, tag%10, i)
-		ip := fmt.Sprintf("10.%d.%d.2", net3, i)
+		ip := fmt.Sprintf("198.18.%d.%d", net3, 4*i+2)
 		must(t, "ip", "link", "add", root, "type", "veth", "peer", "name", "ctl", "netns", ns)
 		h.ctlIfs = append(h.ctlIfs, root)
-		must(t, "ip", "addr", "add", fmt.Sprintf("10.%d.%d.1/30", net3, i), "dev", root)
+		must(t, "ip", "addr", "add", fmt.Sprintf("198.18.%d.%d/30", net3, 4*i+1), "dev", root)
 		must(t, "ip", "link", "set", root, "up")
 		must(t, "ip", "-n", ns, "addr", "add", ip+"/30", "dev", "ctl")
 		must(t, "ip", "-n", ns, "link", "set", "ctl", "up")
