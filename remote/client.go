@@ -30,7 +30,11 @@ type Deployment struct {
 
 // Plan computes the paths for a host; sum is the agent binary's SHA-256 in hex.
 func PlanDeployment(workspace, user, runID, role, sum string) Deployment {
-	base := workspace
+	// Commands over SSH start in the user's home: ~/x is written x, so that the quoting never hides a tilde.
+	base := strings.TrimPrefix(strings.TrimPrefix(workspace, "~"), "/")
+	if !strings.HasPrefix(workspace, "~") {
+		base = workspace
+	}
 	if base == "" {
 		base = ".cache/lumina"
 	}

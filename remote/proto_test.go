@@ -146,3 +146,22 @@ func TestEncryptedKeyNoPrompt(t *testing.T) {
 		t.Errorf("error %T is not an environment HostError", err)
 	}
 }
+
+// The deployment's paths: the default workspace, a home-relative one (~ would be quoted away), an absolute one;
+// non-root users go through sudo -n.
+func TestPlanDeployment(t *testing.T) {
+	for ws, want := range map[string]string{"": ".cache/lumina/agent/lumina-ab", "~/lab": "lab/agent/lumina-ab",
+		"~": ".cache/lumina/agent/lumina-ab", "/opt/lu mina": "/opt/lu mina/agent/lumina-ab"} {
+		d := PlanDeployment(ws, "root", "r1", "switch", "ab")
+		if d.Bin != want || d.Sudo {
+			t.Errorf("workspace %q: bin %q sudo %v; want %q", ws, d.Bin, d.Sudo, want)
+		}
+	}
+	d := PlanDeployment("/opt/lu mina", "lab", "r1", "switch", "ab")
+	if got := d.AgentCommand(); got != "exec sudo -n '/opt/lu mina/agent/lumina-ab' agent --run-dir '/opt/lu mina/run/r1-switch'" {
+		t.Errorf("agent command %s", got)
+	}
+	if got := d.InstallCommand(); !strings.Contains(got, "cat > '/opt/lu mina/agent/lumina-ab.tmp-r1-switch' && chmod 755") {
+		t.Errorf("install command %s", got)
+	}
+}
