@@ -354,3 +354,44 @@ func TestRemoteMissingInterface(t *testing.T) {
 	}
 	h.assertClean(t)
 }
+
+// The agent is copied when it is missing or differs (checked by hash), and not otherwise.
+func TestRemoteDeployByHash(t *testing.T) {
+	if err := live.RequireRoot(); err != nil {
+		t.Skipf("needs root: %v", err)
+	}
+	h := newSSHHosts(t, 9)
+	c, err := remote.Dial(context.Background(), remote.Target{Role: "switch", Host: h.ips["switch"], User: "root",
+		KeyFile: h.key, KnownHosts: h.knownHosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sum, bin, err := remote.FileSHA256(h.agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := remote.PlanDeployment(h.workspace("switch"), "root", "r1", "switch", sum)
+	deploy := func() string {
+		var log bytes.Buffer
+		if err := remote.Deploy(c, d, sum, bin, &log); err != nil {
+			t.Fatal(err)
+		}
+		return log.String()
+	}
+	if l := deploy(); !strings.Contains(l, "copying the agent") {
+		t.Errorf("first deployment did not copy: %q", l)
+	}
+	if l := deploy(); l != "" {
+		t.Errorf("second deployment copied again: %q", l)
+	}
+	if err := os.WriteFile(d.Bin, []byte("stale"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if l := deploy(); !strings.Contains(l, "copying the agent") {
+		t.Errorf("a different binary was not replaced: %q", l)
+	}
+	if got, _, _ := remote.FileSHA256(d.Bin); got != sum {
+		t.Errorf("deployed binary hash %s; want %s", got, sum)
+	}
+}
