@@ -302,12 +302,22 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 			if s.host != i {
 				continue
 			}
-			fmt.Fprintf(w, "  op %s %s\n", s.op.Name(), opSummary(s.op))
+			fmt.Fprintf(w, "  op %s\n", strings.TrimSpace(s.op.Name()+" "+opSummary(s.op)))
+			if o, ok := s.op.(*remote.IfaceSetup); ok {
+				fmt.Fprintf(w, "    read /sys/class/net/%s/{mtu,operstate,flags}", o.Iface)
+				if o.OffloadOff {
+					fmt.Fprintf(w, "; exec ethtool -k %s", o.Iface)
+				}
+				fmt.Fprintf(w, " (the state to restore, journaled before each change)\n")
+			}
 			for _, c := range s.op.Commands() {
 				fmt.Fprintf(w, "    exec %s\n", strings.Join(c, " "))
 			}
 		}
-		fmt.Fprintf(w, "  fetch: the dump when the dumper stops; end of session: the agent stops what it started, undoes its changes in reverse order, removes %s\n", d.RunDir)
+		if i >= hostDump {
+			fmt.Fprintf(w, "  op fetch file=%s (in chunks of at most %d bytes, checked by SHA-256)\n", remote.DumpFile, remote.MaxFetch)
+		}
+		fmt.Fprintf(w, "  end of session: the agent stops what it started, undoes its changes in reverse order, removes %s\n", d.RunDir)
 	}
 	fmt.Fprintf(w, "\norder: %d setup operations (switch, dumpers, responder, requester), switch-install (the start barrier), traffic-run (at most %s), then endpoint-stop, switch-stop, dump-stop and fetch\n",
 		len(p.setup), p.limit)
