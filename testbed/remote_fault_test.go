@@ -226,6 +226,10 @@ func TestRemoteInterrupt(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 3 {
 		t.Errorf("exit %d; want 3:\n%s", code, out.String())
 	}
+	if !strings.Contains(out.String(), "INVALID TEST") || !strings.Contains(out.String(), "[FAIL] run-completed: remote run") ||
+		!strings.Contains(out.String(), "interrupted (SIGINT/SIGTERM)") {
+		t.Errorf("lumina run's summary does not say why the test is invalid:\n%s", out.String())
+	}
 	a, err := os.ReadFile(filepath.Join(dir, FileAnalysis))
 	if err != nil || !bytes.Contains(a, []byte(`"verdict": "invalid"`)) || !bytes.Contains(a, []byte("interrupted")) {
 		t.Errorf("analysis.json after SIGINT: %v\n%s", err, a)
