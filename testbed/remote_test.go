@@ -43,6 +43,15 @@ var (
 	agentErr  error
 )
 
+// TestMain removes the agent binary built for the remote tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if agentBin != "" {
+		os.RemoveAll(filepath.Dir(agentBin))
+	}
+	os.Exit(code)
+}
+
 // buildAgent builds the lumina binary once per test process.
 func buildAgent(t *testing.T) string {
 	t.Helper()
