@@ -133,3 +133,51 @@ func TestRemoteReadMatchesNetns(t *testing.T) {
 	}
 	h.assertClean(t)
 }
+
+// mixedEvents exercises every intent field the switch agent receives as JSON: a corrupted data packet, the
+// NAK it causes dropped (recovery by timeout), a duplicate, and an ECN mark.
+const mixedEvents = `
+seed: 5
+requester:
+  nic: {type: cx5, ip-list: [10.0.0.2/24, 10.0.0.12/24]}
+responder:
+  nic: {type: cx5, ip-list: [10.0.0.3/24]}
+traffic:
+  num-connections: 2
+  rdma-verb: write
+  num-msgs-per-qp: 3
+  mtu: 1024
+  message-size: 4096
+events:
+  - {qpn: 1, psn: 3, type: corrupt}
+  - {qpn: 1, nth: 1, packet: nak, type: drop}
+  - {qpn: 2, psn: 5, type: duplicate, copies: 1}
+  - {qpn: 2, psn: 8, type: ecn}
+`
+
+// Events on ACK/NAK packets and the corrupt and duplicate actions give the same analysis remotely as on netns.
+func TestRemoteMixedEventsMatchNetns(t *testing.T) {
+	if err := live.RequireRoot(); err != nil {
+		t.Skipf("needs root: %v", err)
+	}
+	h := newSSHHosts(t, 10)
+	netns := run(t, load(t, "testbed: netns\n"+mixedEvents), t.TempDir())
+	o, err := Run(load(t, h.scenario(mixedEvents, "")), Options{OutDir: t.TempDir(), Remote: RemoteOptions{AgentBinary: h.agent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Doc.Verdict != netns.Doc.Verdict || !o.Doc.Integrity.OK || !netns.Doc.Integrity.OK {
+		t.Fatalf("remote verdict %s integrity %v; netns %s %v", o.Doc.Verdict, o.Doc.Integrity.OK, netns.Doc.Verdict, netns.Doc.Integrity.OK)
+	}
+	got, want := retransFacts(o), retransFacts(netns)
+	if !reflect.DeepEqual(got, want) || len(got) == 0 {
+		t.Errorf("retransmissions remote %q netns %q", got, want)
+	}
+	t.Logf("retransmissions %q", got)
+	ri, ni := o.Counters.Switch.Injector, netns.Counters.Switch.Injector
+	if ri == nil || ni == nil || !reflect.DeepEqual(ri.Events, ni.Events) || ri.Events["corrupt"] != 1 || ri.Events["drop"] != 1 ||
+		ri.Events["duplicate"] != 1 || ri.Events["ecn"] != 1 {
+		t.Errorf("injector events remote %+v netns %+v", ri, ni)
+	}
+	h.assertClean(t)
+}
