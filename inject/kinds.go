@@ -58,3 +58,25 @@ var rewriteFields = map[string]struct {
 	"dscp":   {fieldDSCP, 63},
 	"ecn":    {fieldECN, 3},
 }
+
+// UnmarshalText reads a kind by name (the remote testbed's agent receives intents as JSON).
+func (k *PacketKind) UnmarshalText(b []byte) error {
+	for i, n := range packetKindNames {
+		if n == string(b) {
+			*k = PacketKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("packet kind %q; expected one of %v", b, packetKindNames)
+}
+
+// UnmarshalText reads an action by name.
+func (a *ActionKind) UnmarshalText(b []byte) error {
+	for i, n := range actionNames {
+		if n == string(b) {
+			*a = ActionKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("action %q; expected one of %v", b, actionNames)
+}

@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/json"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -170,5 +171,36 @@ func TestEntriesJSON(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s does not contain %s", b, want)
 		}
+	}
+}
+
+// Intents travel as JSON to the remote testbed's switch agent: every kind and action reads back as written,
+// and an unknown name is an error naming the expected ones.
+func TestIntentJSONRoundTrip(t *testing.T) {
+	var in []Intent
+	for k := KindData; k <= KindReadReq; k++ {
+		for a := ActNone; a <= ActRewrite; a++ {
+			in = append(in, Intent{Conn: int(k), Kind: k, PSN: 3, Nth: 2, Iter: 1, MsgIter: true, Action: a,
+				DelayNs: 5, Behind: 1, Copies: 2, Field: "dscp", Value: 7, Source: "events[0]"})
+		}
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Intent
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Errorf("round trip changed the intents:\n%+v\n%+v", in, out)
+	}
+	var k PacketKind
+	if err := json.Unmarshal([]byte(`"syn"`), &k); err == nil || !strings.Contains(err.Error(), `packet kind "syn"; expected one of`) {
+		t.Errorf("unknown kind: %v", err)
+	}
+	var a ActionKind
+	if err := json.Unmarshal([]byte(`"explode"`), &a); err == nil || !strings.Contains(err.Error(), `action "explode"; expected one of`) {
+		t.Errorf("unknown action: %v", err)
 	}
 }

@@ -22,7 +22,7 @@ import (
 
 // needNetns fails the test when it cannot build namespaces for a reason the machine can fix (not root, no ip
 // or ethtool), and skips it only when the kernel has no network namespaces at all.
-func needNetns(t *testing.T) {
+func needNetns(t testing.TB) {
 	t.Helper()
 	if _, err := os.Stat("/proc/self/ns/net"); errors.Is(err, os.ErrNotExist) {
 		t.Skip("this kernel has no network namespaces (CONFIG_NET_NS); the netns tests cannot run here")
@@ -43,7 +43,7 @@ var (
 )
 
 // rocev2 builds an RC WRITE ONLY frame requester -> responder.
-func rocev2(t *testing.T, qpn uint32, psn roce.PSN, payload int) []byte {
+func rocev2(t testing.TB, qpn uint32, psn roce.PSN, payload int) []byte {
 	t.Helper()
 	p := roce.Packet{EthDst: rspMAC, EthSrc: reqMAC, Version: roce.RoCEv2, TOS: 2, TTL: 64, IPFlags: 2,
 		SrcIP: reqIP, DstIP: respIP, UDPSrc: 0xc001, BTH: roce.BTH{Opcode: roce.RCWriteOnly, PKey: 0xffff,
@@ -70,7 +70,7 @@ type rig struct {
 	dumpDone chan error
 }
 
-func newRig(t *testing.T, logic Logic) *rig {
+func newRig(t testing.TB, logic Logic) *rig {
 	t.Helper()
 	needNetns(t)
 	tb, err := NewTestbed(TestbedConfig{Tag: int(time.Now().UnixNano() % 1000)})

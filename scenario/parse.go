@@ -36,7 +36,7 @@ func Parse(data []byte, name string) (*Scenario, error) {
 		return nil, d.errs
 	}
 	s.Path = name
-	s.IgnoredKeys = d.ignored
+	s.IgnoredKeys = d.ignoredStrings()
 	return s, nil
 }
 
@@ -55,9 +55,7 @@ var (
 	pktDumpKeys       = []string{"dump-filename", "snap-len", "num-pkts"}
 	mirrorNICKeys     = []string{"if-name", "pci-addr", "switch-port", "rte-port-id", "type"}
 	hostKeys          = []string{"nic", "roce-parameters", "workspace", "control-ip", "username", "ssh-key-filepath"}
-	hostHardwareKeys  = []string{"workspace", "control-ip", "username", "ssh-key-filepath"}
 	nicKeys           = []string{"type", "ip-list", "prio-dscp-map", "ets", "if-name", "pci-addr", "ib-device", "ib-port", "switch-port"}
-	nicHardwareKeys   = []string{"if-name", "pci-addr", "ib-device", "ib-port", "switch-port"}
 	roceKeys          = []string{"dcqcn-rp-enable", "dcqcn-np-enable", "min-time-between-cnps", "adaptive-retrans", "slow-restart", "dcqcn-enable"}
 	etsKeys           = []string{"dscp-to-tc", "traffic-classes"}
 	tcKeys            = []string{"tc", "weight", "strict"}
@@ -186,9 +184,9 @@ func (d *decoder) parse(data []byte) *Scenario {
 				}
 			}
 		case "requester":
-			d.host(f.v, &s.Requester)
+			d.host(f.v, &s.Requester, &d.remote.Requester)
 		case "responder":
-			d.host(f.v, &s.Responder)
+			d.host(f.v, &s.Responder, &d.remote.Responder)
 		case "traffic":
 			d.traffic(f.v, &s.Traffic, &df)
 		case "network":
@@ -206,9 +204,9 @@ func (d *decoder) parse(data []byte) *Scenario {
 		case "local-workspace", "result-path", "aggregate-pcap-filename", "num-repeats":
 			d.ignore(f)
 		case "switch":
-			d.ignoredSection(f.v, switchKeys)
+			d.switchSection(f.v)
 		case "requester-mirror", "responder-mirror":
-			d.mirror(f.v, &df)
+			d.mirror(f.v, f.key, &df)
 		default:
 			d.unknown(f, topKeys)
 		}
@@ -237,19 +235,16 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// ignoredSection accepts a hardware-only section whose keys are known, recording each key.
-func (d *decoder) ignoredSection(v val, known []string) {
-	fields, _ := d.fields(v)
-	for _, f := range fields {
-		if slices.Contains(known, f.key) {
-			d.ignore(f)
+func (d *decoder) mirror(v val, role string, df *deferred) {
+	h := RemoteHost{Role: role}
+	defer func() {
+		// requester-mirror is dumper 0 whatever the key order.
+		if role == "requester-mirror" {
+			d.remote.Dumpers = append([]RemoteHost{h}, d.remote.Dumpers...)
 		} else {
-			d.unknown(f, known)
+			d.remote.Dumpers = append(d.remote.Dumpers, h)
 		}
-	}
-}
-
-func (d *decoder) mirror(v val, df *deferred) {
+	}()
 	fields, _ := d.fields(v)
 	for _, f := range fields {
 		switch f.key {
@@ -261,39 +256,52 @@ func (d *decoder) mirror(v val, df *deferred) {
 					df.snapLens = append(df.snapLens, g.v)
 				case "dump-filename", "num-pkts":
 					d.ignore(g)
+				case "max-packets":
+					d.remoteKey(g, &h, false)
 				default:
-					d.unknown(g, pktDumpKeys)
+					d.unknown(g, append(slices.Clone(pktDumpKeys), "max-packets"))
 				}
 			}
 		case "nic":
-			d.ignoredSection(f.v, mirrorNICKeys)
+			nf, _ := d.fields(f.v)
+			for _, g := range nf {
+				switch {
+				case g.key == "if-name" || g.key == "pci-addr" || g.key == "switch-port":
+					d.remoteKey(g, &h, true)
+				case slices.Contains(mirrorNICKeys, g.key):
+					d.ignore(g)
+				default:
+					d.unknown(g, mirrorNICKeys)
+				}
+			}
 		default:
-			if slices.Contains(mirrorKeys, f.key) {
+			if slices.Contains(remoteHostKeys, f.key) {
+				d.remoteKey(f, &h, false)
+			} else if slices.Contains(mirrorKeys, f.key) {
 				d.ignore(f)
 			} else {
-				d.unknown(f, mirrorKeys)
+				d.unknown(f, append(slices.Clone(mirrorKeys), remoteOnlyKeys[:3]...))
 			}
 		}
 	}
 }
 
-func (d *decoder) host(v val, h *Host) {
+func (d *decoder) host(v val, h *Host, rh *RemoteHost) {
 	fields, _ := d.fields(v)
 	for _, f := range fields {
 		switch {
 		case f.key == "nic":
-			d.nic(f.v, &h.NIC)
+			d.nic(f.v, &h.NIC, rh)
 		case f.key == "roce-parameters":
 			d.roce(f.v, &h.RoCEParameters)
-		case slices.Contains(hostHardwareKeys, f.key):
-			d.ignore(f)
+		case f.key != "max-packets" && d.remoteKey(f, rh, false):
 		default:
-			d.unknown(f, hostKeys)
+			d.unknown(f, append(slices.Clone(hostKeys), remoteOnlyKeys[:3]...))
 		}
 	}
 }
 
-func (d *decoder) nic(v val, n *NIC) {
+func (d *decoder) nic(v val, n *NIC, rh *RemoteHost) {
 	fields, _ := d.fields(v)
 	for _, f := range fields {
 		switch {
@@ -313,8 +321,7 @@ func (d *decoder) nic(v val, n *NIC) {
 			if e, ok := d.ets(f.v); ok {
 				n.ETS = e
 			}
-		case slices.Contains(nicHardwareKeys, f.key):
-			d.ignore(f)
+		case d.remoteKey(f, rh, true):
 		default:
 			d.unknown(f, nicKeys)
 		}
@@ -775,6 +782,7 @@ func (d *decoder) finish(s *Scenario, df *deferred) {
 		first = &df.snapLens[i]
 		s.Network.SnapLen = x
 	}
+	d.remoteFinish(s)
 	d.events(s, df.events)
 	for _, v := range df.expects {
 		if e, ok := d.expectation(v, s); ok {

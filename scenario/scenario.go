@@ -66,6 +66,9 @@ type Scenario struct {
 	// micro-architecture model (workload.go).
 	Workload *Workload `json:"workload,omitempty" yaml:"workload,omitempty"`
 
+	// Remote is where each role runs for testbed: remote (nil for every other testbed).
+	Remote *Remote `json:"remote,omitempty" yaml:"-"`
+
 	// IgnoredKeys records each accepted hardware-only key as "FILE:LINE:COL: key.path".
 	IgnoredKeys []string `json:"-" yaml:"-"`
 	// Path is the file the scenario was loaded from (the name given to Parse).

@@ -24,6 +24,8 @@ type Options struct {
 	OutDir string
 	// Progress, if not nil, receives progress lines when a run takes longer than a moment.
 	Progress io.Writer
+	// Remote configures the remote testbed.
+	Remote RemoteOptions
 }
 
 // Run runs the scenario on its testbed, writes the results directory and analyzes it.
@@ -40,13 +42,19 @@ func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 		backend = runNetns
 	case "rxe-vm":
 		backend = runRxeVM
+	case "remote":
+		backend = runRemote
 	default:
-		return nil, badInputf("%s: testbed %q is not available in this version; expected sim, netns or rxe-vm", sc.Path, sc.Testbed)
+		return nil, badInputf("%s: testbed %q is not available in this version; expected sim, netns, rxe-vm or remote", sc.Path, sc.Testbed)
 	}
 	if err := prepareDir(opts.OutDir); err != nil {
 		return nil, err
 	}
 	raw, err := backend(sc, opts)
+	var inv *remoteInvalid
+	if errors.As(err, &inv) {
+		return invalidOutcome(opts.OutDir, sc, inv.reason)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -398,6 +406,18 @@ func counterMap(cs []rnic.Counter) map[string]uint64 {
 }
 
 func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *recorder) error {
+	var counters *inject.Counters
+	var entries []inject.Entry
+	if rec.sw != nil {
+		c := rec.sw.Counters()
+		counters, entries = &c, rec.sw.Entries()
+	}
+	return writeRunFilesWith(dir, sc, res, counters, entries)
+}
+
+// writeRunFilesWith writes the effective scenario, connections, traffic, counters and switch files from a
+// run's result and the injector's counters and table.
+func writeRunFilesWith(dir string, sc *scenario.Scenario, res *netsim.Result, injCounters *inject.Counters, injEntries []inject.Entry) error {
 	f, err := os.Create(filepath.Join(dir, FileScenario))
 	if err != nil {
 		return fmt.Errorf("writing results: %w", err)
@@ -442,10 +462,7 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *r
 		cf.Switch.Mirrored += p.Mirrored
 		cf.Switch.RxRoCE += p.RxRoCE
 	}
-	if rec.sw != nil {
-		c := rec.sw.Counters()
-		cf.Switch.Injector = &c
-	}
+	cf.Switch.Injector = injCounters
 	cf.Requester.Vendor, cf.Responder.Vendor = vendorOf(sc, sc.Requester), vendorOf(sc, sc.Responder)
 	if err := writeJSON(dir, FileCounters, cf); err != nil {
 		return err
@@ -453,9 +470,7 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *r
 	var sw struct {
 		Entries []inject.Entry `json:"entries"`
 	}
-	if rec.sw != nil {
-		sw.Entries = rec.sw.Entries()
-	}
+	sw.Entries = injEntries
 	return writeJSON(dir, FileSwitch, sw)
 }
 

@@ -180,15 +180,15 @@ func TestBadInput(t *testing.T) {
 	if _, err := scenario.Parse([]byte(strings.Replace(listing2, "type: cx5, ip-list: [10.0.0.3/24]", "type: cx9, ip-list: [10.0.0.3/24]", 1)), "x.yaml"); err == nil || !strings.Contains(err.Error(), "x.yaml:7:") {
 		t.Errorf("unknown profile: %v, want a positioned scenario error", err)
 	}
-	cases := map[string]string{
-		"profile file": strings.Replace(listing2, "type: cx5, ip-list: [10.0.0.3/24]", "type: nothere.yaml, ip-list: [10.0.0.3/24]", 1),
-		"testbed":      "testbed: remote\n" + listing2,
+	cases := map[string][2]string{
+		"profile file":         {strings.Replace(listing2, "type: cx5, ip-list: [10.0.0.3/24]", "type: nothere.yaml, ip-list: [10.0.0.3/24]", 1), "nothere.yaml"},
+		"remote without hosts": {"testbed: remote\n" + listing2, "requester.control-ip is missing"},
 	}
-	for name, y := range cases {
+	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := Run(load(t, y), Options{OutDir: t.TempDir()})
-			if !errors.Is(err, ErrInput) {
-				t.Fatalf("error %v, want a bad-input error", err)
+			_, err := Run(load(t, c[0]), Options{OutDir: t.TempDir()})
+			if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), c[1]) {
+				t.Fatalf("error %v, want a bad-input error naming %q", err, c[1])
 			}
 		})
 	}

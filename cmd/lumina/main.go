@@ -73,6 +73,7 @@ Exit status: 0 every check passed, 1 a check or expectation failed, 2 bad input,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(stdout, stderr), newAnalyzeCmd(stdout, stderr), newProfilesCmd(stdout),
-		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr), newSearchCmd(stdout, stderr))
+		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr), newSearchCmd(stdout, stderr),
+		newAgentCmd(os.Stdin, stdout, stderr))
 	return root
 }

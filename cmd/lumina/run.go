@@ -20,6 +20,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		seed    uint64
 		jsonOut bool
 		quiet   bool
+		dryRun  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml",
@@ -29,7 +30,11 @@ results directory (effective scenario, dumps, reconstructed trace, counters, tra
 runs the integrity check and every analyzer that applies, evaluates the scenario's expect: entries and
 prints a summary (or, with --json, the analysis as JSON).
 
-Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 invalid test.`,
+With testbed: remote the roles run on hosts reached over SSH (docs/testbed-remote.md); --dry-run prints
+every operation and command host by host without connecting to any.
+
+Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input or environment (a host
+unreachable, a host key unknown or changed, authentication failed), 3 invalid test.`,
 		Example: `  lumina run examples/listing2.yaml
   lumina run examples/cnp-scope-cx6dx.yaml --out /tmp/cnp --seed 42 --json`,
 		Args: cobra.ExactArgs(1),
@@ -44,6 +49,15 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 			if out == "" {
 				name := strings.TrimSuffix(filepath.Base(args[0]), filepath.Ext(args[0]))
 				out = filepath.Join("results", name)
+			}
+			if dryRun {
+				if err := testbed.DryRun(sc, testbed.Options{OutDir: out}, stdout); err != nil {
+					if errors.Is(err, testbed.ErrInput) {
+						return fail(exitBadArgs, err)
+					}
+					return fail(exitFailed, err)
+				}
+				return nil
 			}
 			var progress io.Writer
 			if !quiet {
@@ -75,5 +89,6 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "override the scenario's seed")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the analysis as JSON instead of the summary")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on long runs")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print, host by host, every operation and command a remote run would execute; connect to nothing, write nothing")
 	return cmd
 }
