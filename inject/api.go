@@ -41,22 +41,6 @@ const (
 	KindReadReq                   // READ requests (read connections)
 )
 
-// ActionKind is what an intent does to its packet.
-type ActionKind uint8
-
-// Actions. Event-type numbers in the mirror metadata (IPv4 TTL of the mirrored copy) follow Lumina for the first
-// three: 1 drop, 2 ecn, 3 corrupt; ours continue: 4 delay, 5 reorder, 6 duplicate, 7 rewrite.
-const (
-	ActNone ActionKind = iota
-	ActDrop
-	ActECN
-	ActCorrupt
-	ActDelay
-	ActReorder
-	ActDuplicate
-	ActRewrite
-)
-
 // Intent is one resolved event of a scenario: which packet of which connection, in which round, and what to do.
 type Intent struct {
 	Conn int        // 0-based connection index
@@ -69,13 +53,13 @@ type Intent struct {
 	// message's first packet first reached the switch, as the reference P4 program counts. It needs the
 	// connection's PacketsPerMsg.
 	MsgIter bool
-	Action  ActionKind
+	Action  roce.EventType
 	// Action parameters.
-	DelayNs int64  // ActDelay
-	Behind  int    // ActReorder: release after this many later packets in the same direction
-	Copies  int    // ActDuplicate: extra copies
-	Field   string // ActRewrite: migreq | dscp | ecn | se | pad
-	Value   int    // ActRewrite
+	DelayNs int64  // roce.EventDelay
+	Behind  int    // roce.EventReorder: release after this many later packets in the same direction
+	Copies  int    // roce.EventDuplicate: extra copies
+	Field   string // roce.EventRewrite: migreq | dscp | ecn | se | pad
+	Value   int    // roce.EventRewrite
 	// Source is the scenario entry the intent came from (for reports), e.g. "traffic.data-pkt-events[2]".
 	Source string
 }

@@ -237,8 +237,8 @@ func TestNetnsForwardMirrorDump(t *testing.T) {
 		t.Fatalf("pcap holds %d packets; want %d", len(pkts), n)
 	}
 	for i, p := range pkts {
-		m, ok := trace.DecodeMirror(p)
-		if !ok || m.Seq != uint64(i+1) || m.Event != trace.EventNone {
+		m, ok := roce.DecodeMirror(p)
+		if !ok || m.Seq != uint64(i+1) || m.Event != roce.EventNone {
 			t.Fatalf("pcap packet %d: mirror %+v ok=%v; want seq %d, no event", i, m, ok, i+1)
 		}
 		if len(p) != 128 {
@@ -268,7 +268,7 @@ func TestNetnsControlPlaneDropByIter(t *testing.T) {
 	r := newRig(t, nil)
 	const ipsn, qpn = 5000, 0x42
 	meta := []inject.ConnMeta{{Index: 0, Verb: "write", ReqIP: reqIP, RespIP: respIP, ReqQPN: 0x41, RespQPN: qpn, ReqIPSN: ipsn}}
-	intents := []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 3, Iter: 2, Action: inject.ActDrop, Source: "test"}}
+	intents := []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 3, Iter: 2, Action: roce.EventDrop, Source: "test"}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -297,18 +297,18 @@ func TestNetnsControlPlaneDropByIter(t *testing.T) {
 		t.Fatalf("switch status %+v; want one drop by the one entry", st)
 	}
 	// The dropped packet is still mirrored, with event 1 (drop).
-	var events []trace.EventType
+	var events []roce.EventType
 	for _, p := range readPcap(t, path) {
-		m, _ := trace.DecodeMirror(p)
+		m, _ := roce.DecodeMirror(p)
 		events = append(events, m.Event)
 	}
-	if len(events) != 10 || events[7] != trace.EventDrop {
+	if len(events) != 10 || events[7] != roce.EventDrop {
 		t.Fatalf("mirrored events %v; want 10 copies, the 8th a drop", events)
 	}
 }
 
 func TestNetnsLearningAppliesRelativePSN(t *testing.T) {
-	l, err := NewLearner(LearnConfig{Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 2, Iter: 1, Action: inject.ActDrop}}})
+	l, err := NewLearner(LearnConfig{Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 2, Iter: 1, Action: roce.EventDrop}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestNetnsSoftwareRNICWriteGoBackN(t *testing.T) {
 		RunLimitNs: 10e9,
 		NewSwitch: func(cs []inject.ConnMeta) (netsim.SwitchLogic, error) {
 			return inject.New(inject.Config{Conns: cs, Intents: []inject.Intent{
-				{Conn: 0, Kind: inject.KindData, PSN: dropOff, Iter: 1, Action: inject.ActDrop}}})
+				{Conn: 0, Kind: inject.KindData, PSN: dropOff, Iter: 1, Action: roce.EventDrop}}})
 		},
 	}}
 	res, err := RunNetns(context.Background(), cfg)
@@ -378,7 +378,7 @@ func TestNetnsSoftwareRNICWriteGoBackN(t *testing.T) {
 	var seen []int // data PSN offsets in mirror order
 	nak := -1
 	for i, f := range readPcap(t, res.Dumps[0].Path) {
-		m, _ := trace.DecodeMirror(f)
+		m, _ := roce.DecodeMirror(f)
 		if m.Seq != uint64(i+1) {
 			t.Fatalf("pcap packet %d has mirror seq %d; want %d (consecutive)", i, m.Seq, i+1)
 		}

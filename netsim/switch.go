@@ -11,7 +11,7 @@ import (
 // events, DefaultSwitch. Process fills v (forwarded frames, extra delay, mirrored copy and its dumper) and may
 // keep no reference to frame after it returns; Flush releases frames it still holds (reorder) at the end.
 // Port 0 faces the requester, port 1 the responder. A logic that modifies a frame must report an action in
-// v.Event (anything but inject.ActNone): the receiving NIC then verifies the ICRC again instead of trusting
+// v.Event (anything but roce.EventNone): the receiving NIC then verifies the ICRC again instead of trusting
 // the one its peer computed.
 type SwitchLogic interface {
 	Process(now int64, inPort int, frame []byte, v *inject.Verdict)
@@ -112,7 +112,7 @@ func (sw *switchNode) arrive(s *sim, port int, f int32) {
 			s.cfg.Dump(v.Dumper, s.now, v.Mirror)
 		}
 	}
-	pristine := s.frames.pristine[f] && v.Event == inject.ActNone
+	pristine := s.frames.pristine[f] && v.Event == roce.EventNone
 	reused := false
 	outPort := v.OutPort
 	if outPort != 0 && outPort != 1 {

@@ -107,7 +107,7 @@ func (t *testSwitch) Process(now int64, inPort int, frame []byte, v *inject.Verd
 	}
 	t.DefaultSwitch.Process(now, inPort, frame, v)
 	if modified {
-		v.Event = inject.ActRewrite
+		v.Event = roce.EventRewrite
 	}
 	if drop {
 		v.Forward = v.Forward[:0]

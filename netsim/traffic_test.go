@@ -235,7 +235,7 @@ func TestWithInjector(t *testing.T) {
 	cfg := baseConfig(t, "cx6dx", "cx6dx")
 	cfg.NewSwitch = func(conns []inject.ConnMeta) (SwitchLogic, error) {
 		return inject.New(inject.Config{Conns: conns, DumperWeights: []int{1, 1},
-			Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 4, Iter: 1, Action: inject.ActDrop}}})
+			Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 4, Iter: 1, Action: roce.EventDrop}}})
 	}
 	res, c := run(t, cfg)
 	if res.PerConn[0].Status != StatusOK || res.PerConn[0].Retransmissions == 0 {
@@ -331,10 +331,10 @@ func TestInjectorReorderDuplicateDelay(t *testing.T) {
 	cfg.Traffic.MsgsPerConn = 2
 	cfg.NewSwitch = func(conns []inject.ConnMeta) (SwitchLogic, error) {
 		return inject.New(inject.Config{Conns: conns, DumperWeights: []int{1}, Intents: []inject.Intent{
-			{Conn: 0, Kind: inject.KindData, PSN: 2, Iter: 1, Action: inject.ActReorder, Behind: 2},
+			{Conn: 0, Kind: inject.KindData, PSN: 2, Iter: 1, Action: roce.EventReorder, Behind: 2},
 			// The reorder's recovery starts ITER 2 on the connection: the later intents match any round.
-			{Conn: 0, Kind: inject.KindData, PSN: 13, Action: inject.ActDuplicate, Copies: 1},
-			{Conn: 0, Kind: inject.KindData, PSN: 16, Action: inject.ActDelay, DelayNs: 20000},
+			{Conn: 0, Kind: inject.KindData, PSN: 13, Action: roce.EventDuplicate, Copies: 1},
+			{Conn: 0, Kind: inject.KindData, PSN: 16, Action: roce.EventDelay, DelayNs: 20000},
 		}})
 	}
 	res, _ := run(t, cfg)

@@ -344,7 +344,7 @@ func checkTrace(dir string, cf CountersFile) (trace.Integrity, error) {
 		if err != nil {
 			return trace.Integrity{}, badInputf("%w", err)
 		}
-		mir, ok := trace.DecodeMirror(p.Data)
+		mir, ok := roce.DecodeMirror(p.Data)
 		if !ok {
 			return trace.Integrity{}, badInputf("%s: trace packet %d has no mirror metadata", f.Name(), p.Index)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 )
 
@@ -107,22 +108,22 @@ func packetKind(s string) (inject.PacketKind, error) {
 	return 0, fmt.Errorf("unknown packet kind %q", s)
 }
 
-func actionKind(s string) (inject.ActionKind, error) {
+func actionKind(s string) (roce.EventType, error) {
 	switch s {
 	case scenario.EventDrop:
-		return inject.ActDrop, nil
+		return roce.EventDrop, nil
 	case scenario.EventECN:
-		return inject.ActECN, nil
+		return roce.EventECN, nil
 	case scenario.EventCorrupt:
-		return inject.ActCorrupt, nil
+		return roce.EventCorrupt, nil
 	case scenario.EventDelay:
-		return inject.ActDelay, nil
+		return roce.EventDelay, nil
 	case scenario.EventReorder:
-		return inject.ActReorder, nil
+		return roce.EventReorder, nil
 	case scenario.EventDuplicate:
-		return inject.ActDuplicate, nil
+		return roce.EventDuplicate, nil
 	case scenario.EventRewrite:
-		return inject.ActRewrite, nil
+		return roce.EventRewrite, nil
 	}
 	return 0, fmt.Errorf("unknown event type %q", s)
 }

@@ -118,7 +118,7 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 			t.Fatalf("trace packet %d is not RoCEv2", pk.Index)
 		}
 		n++
-		if mir, ok := trace.DecodeMirror(pk.Data); ok && mir.Event == trace.EventDrop {
+		if mir, ok := roce.DecodeMirror(pk.Data); ok && mir.Event == roce.EventDrop {
 			dropped++
 		}
 		if p.CheckICRC() != roce.ICRCGood {

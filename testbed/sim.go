@@ -14,6 +14,7 @@ import (
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
 )
@@ -293,7 +294,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		dp.buf = append(dp.buf[:0], frame...)
 		if dp.port != 0 {
-			trace.UndoRSS(dp.buf, dp.port)
+			roce.UndoRSS(dp.buf, dp.port)
 		}
 		n := min(len(dp.buf), snap)
 		dp.err = dp.w.WritePacket(ts, dp.buf[:n], len(dp.buf))

@@ -129,7 +129,7 @@ type PFCPriority struct {
 
 // MirrorSummary summarizes Lumina's mirror metadata when the capture is tagged.
 type MirrorSummary struct {
-	Events   map[string]int64 `json:"events"` // by trace.EventType name
+	Events   map[string]int64 `json:"events"` // by roce.EventType name
 	FirstSeq uint64           `json:"first_seq"`
 	LastSeq  uint64           `json:"last_seq"`
 	// SeqGaps counts holes in the sequence (SeqMissing numbers in all): mirrored copies no dumper recorded.
@@ -299,7 +299,7 @@ func (s *Stats) Report() *Report {
 			SeqGaps: s.seqGaps, SeqMissing: s.seqMissing, SeqBackwards: s.seqBackwards}
 		for e, n := range s.events {
 			if n > 0 {
-				m.Events[trace.EventType(e).String()] = n
+				m.Events[roce.EventType(e).String()] = n
 			}
 		}
 		r.Mirror = m
