@@ -218,18 +218,14 @@ func (s *Switch) classify(p *roce.Packet, v *Verdict) *entry {
 		if last.Less(cs.dataLast) {
 			last = cs.dataLast
 		}
-		if psn.LessEq(last) {
-			cs.reqIter++
-		}
+		cs.reqIter = roce.NextIter(cs.reqIter, last, psn)
 		cs.reqLast = psn
 		v.Iter = cs.reqIter
 		k.kind, k.seq, k.iter = KindReadReq, uint32(psn), uint32(cs.reqIter)
 		return s.lookup(k)
 	case cs.read && ref.dir == dirRespToReq && op.IsReadResponse(),
 		!cs.read && ref.dir == dirReqToResp && (op.IsSend() || op.IsWrite()):
-		if psn.LessEq(cs.dataLast) {
-			cs.dataIter++
-		}
+		cs.dataIter = roce.NextIter(cs.dataIter, cs.dataLast, psn)
 		cs.dataLast = psn
 		v.Iter = cs.dataIter
 		k.kind, k.seq, k.iter = KindData, uint32(psn), uint32(cs.dataIter)

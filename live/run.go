@@ -94,7 +94,7 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 
 	conns := planConns(sc, nconn)
 	meta := make([]inject.ConnMeta, nconn)
-	ppm := max(1, (t.MsgSize+t.MTU-1)/t.MTU)
+	ppm := roce.PacketsPerMessage(t.MsgSize, t.MTU)
 	for i, c := range conns {
 		meta[i] = inject.ConnMeta{Index: i, Verb: c.verb, ReqIP: c.reqIP, RespIP: c.respIP, ReqQPN: c.reqQPN,
 			RespQPN: c.respQPN, ReqIPSN: c.reqIPSN, RespIPSN: c.respIPSN, PacketsPerMsg: ppm, NumMsgs: t.MsgsPerConn}

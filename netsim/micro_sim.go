@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 )
 
 // The micro-architecture model runs in picoseconds: at 200 Gb/s a byte takes 40 ps, and nanosecond rounding
@@ -634,7 +635,7 @@ func (s *msim) dmaDone(h *mhost, ji int32) {
 	}
 	npk := 1
 	if kind != mpReadReq {
-		npk = max((size+w.MTU-1)/w.MTU, 1)
+		npk = roce.PacketsPerMessage(size, w.MTU)
 	}
 	for i := 0; i < npk; i++ {
 		p := mpkt{conn: j.conn, msg: j.msg, idx: int32(i), npk: int32(npk), kind: kind, epoch: j.epoch,
@@ -910,7 +911,7 @@ func (s *msim) stagingRefetch(h *mhost, size int) int {
 		return 0
 	}
 	miss := 1 - float64(sb)/float64(h.stageDemand)
-	npk := max((size+s.w.MTU-1)/s.w.MTU, 1)
+	npk := roce.PacketsPerMessage(size, s.w.MTU)
 	n := int(miss*float64(npk)*float64(s.stageTx) + 0.5)
 	if s.inWin {
 		h.st.StagingRefetchBytes += uint64(n)
@@ -1417,7 +1418,7 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 		if s.w.QPType == "ud" {
 			sz = min(sz, s.w.MTU)
 		}
-		n := max((sz+s.w.MTU-1)/s.w.MTU, 1)
+		n := roce.PacketsPerMessage(sz, s.w.MTU)
 		bytes += float64(sz + n*mHdrBytes)
 		pkts += float64(n)
 	}

@@ -343,7 +343,7 @@ func (s *sim) connMeta() []inject.ConnMeta {
 		c := &s.gen.conns[i]
 		out[i] = inject.ConnMeta{Index: i, Verb: c.verb, ReqIP: c.req.localIP, RespIP: c.resp.localIP,
 			ReqQPN: c.req.qpn, RespQPN: c.resp.qpn, ReqIPSN: c.resp.rxIPSN, RespIPSN: c.req.rxIPSN,
-			PacketsPerMsg: (t.MsgSize + t.MTU - 1) / t.MTU, NumMsgs: t.MsgsPerConn}
+			PacketsPerMsg: roce.PacketsPerMessage(t.MsgSize, t.MTU), NumMsgs: t.MsgsPerConn}
 	}
 	return out
 }
@@ -369,7 +369,7 @@ func (s *sim) setupConns() error {
 			}
 		}
 	}
-	ppm := (t.MsgSize + t.MTU - 1) / t.MTU
+	ppm := roce.PacketsPerMessage(t.MsgSize, t.MTU)
 	s.gen.conns = make([]connState, n)
 	for i := 0; i < n; i++ {
 		verb := t.Verb

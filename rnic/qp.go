@@ -188,9 +188,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	if cfg.Profile == nil {
 		return nil, errors.New("qp config: missing profile")
 	}
-	switch cfg.MTU {
-	case 256, 512, 1024, 2048, 4096:
-	default:
+	if !roce.ValidMTU(cfg.MTU) {
 		return nil, fmt.Errorf("qp config: mtu %d: want 256, 512, 1024, 2048 or 4096", cfg.MTU)
 	}
 	if cfg.Timeout > 31 {
@@ -262,7 +260,7 @@ func (q *QP) PostSend(now Time, wr WorkRequest, out *Output) error {
 	if wr.Length < 0 || wr.Length > 1<<31 {
 		return fmt.Errorf("post send: work request %d: length %d: want 0..2^31", wr.ID, wr.Length)
 	}
-	n := max(1, (wr.Length+q.cfg.MTU-1)/q.cfg.MTU)
+	n := roce.PacketsPerMessage(wr.Length, q.cfg.MTU)
 	if n >= 1<<22 {
 		return fmt.Errorf("post send: work request %d: %d packets exceed the PSN window", wr.ID, n)
 	}
@@ -591,7 +589,7 @@ func (q *QP) isTailGap(p *Pkt) bool {
 		return false
 	}
 	if q.inMsg && q.msgLen >= 0 {
-		n := max(1, (q.msgLen+q.cfg.MTU-1)/q.cfg.MTU)
+		n := roce.PacketsPerMessage(q.msgLen, q.cfg.MTU)
 		remaining := q.msgFirst.Add(n).Diff(q.ePSN)
 		return remaining > 0 && remaining <= tp
 	}
@@ -677,7 +675,7 @@ func readPackets(length uint32, mtu int) (int, bool) {
 	if length > 1<<31 {
 		return 0, false
 	}
-	n := max(1, (int(length)+mtu-1)/mtu)
+	n := roce.PacketsPerMessage(int(length), mtu)
 	return n, n < 1<<22
 }
 

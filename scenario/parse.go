@@ -10,6 +10,8 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // maxFileSize bounds what Load reads; scenarios are small text files.
@@ -64,7 +66,6 @@ var (
 	networkKeys       = []string{"link-gbps", "propagation-ns", "switch-latency-ns", "dumpers", "dumper-weights", "snap-len", "event-table-capacity", "run-timeout-ms"}
 	trafficKeys       = []string{"num-connections", "num-qps", "rdma-verb", "num-msgs-per-qp", "mtu", "message-size", "multi-gid", "barrier-sync", "tx-depth", "min-retransmit-timeout", "max-retransmit-retry", "rnr-retry", "dscp-list", "data-pkt-events", "listen-port"}
 	testbeds          = []string{"sim", "netns", "rxe-vm", "remote"}
-	validMTUs         = []int{256, 512, 1024, 2048, 4096}
 	referenceNICNames = map[string]string{"cx4": "cx4lx", "cx5": "cx5", "cx6": "cx6dx", "e810": "e810"}
 	profileNames      = []string{"cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g"}
 )
@@ -596,7 +597,7 @@ func (d *decoder) traffic(v val, t *Traffic, df *deferred) {
 			switch {
 			case !isInt:
 				d.errv(f.v, "%s is not a valid path MTU; expected one of 256, 512, 1024, 2048, 4096", show(f.v.n))
-			case !slices.Contains(validMTUs, int(x)):
+			case !roce.ValidMTU(int(x)):
 				d.errv(f.v, "%d is not a valid path MTU; expected one of 256, 512, 1024, 2048, 4096", x)
 			default:
 				t.MTU = int(x)

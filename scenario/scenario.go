@@ -8,6 +8,8 @@ package scenario
 import (
 	"net/netip"
 	"path/filepath"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Format names the dialect a scenario file was written in.
@@ -149,10 +151,7 @@ type Traffic struct {
 
 // PacketsPerMessage is ceil(message-size / mtu), at least 1.
 func (t Traffic) PacketsPerMessage() int {
-	if t.MTU <= 0 || t.MessageSize <= 0 {
-		return 1
-	}
-	return (t.MessageSize + t.MTU - 1) / t.MTU
+	return roce.PacketsPerMessage(t.MessageSize, t.MTU)
 }
 
 // PacketsPerConnection is the number of data packets one connection sends without retransmissions.

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // IntRange is an inclusive range of an integer dimension. Log makes sampling and mutation uniform in log space:
@@ -115,7 +117,7 @@ func DefaultSpace() Space {
 		QPTypes:     []string{"rc", "uc", "ud"},
 		Opcodes:     []string{"send", "write", "read"},
 		NumQPs:      IntRange{Min: 1, Max: 20000, Log: true},
-		MTUs:        []int{256, 512, 1024, 2048, 4096},
+		MTUs:        roce.MTUs(),
 		WQEBatch:    IntRange{Min: 1, Max: 128, Log: true},
 		SGE:         IntRange{Min: 1, Max: 4},
 		WQDepth:     IntRange{Min: 1, Max: 1024, Log: true},
@@ -175,7 +177,7 @@ func (s *Space) Check() error {
 		return fmt.Errorf("space: mtu has no values")
 	}
 	for _, m := range s.MTUs {
-		if m < 256 || m > 4096 || m&(m-1) != 0 {
+		if !roce.ValidMTU(m) {
 			return fmt.Errorf("space: mtu %d is not a power of two in 256..4096", m)
 		}
 	}
