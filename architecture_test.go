@@ -67,9 +67,8 @@ var knownViolations = map[string]string{
 }
 
 type pkgInfo struct {
-	imports  []string // this module's packages it imports directly, module prefix removed
-	program  bool
-	standard bool
+	imports []string // this module's packages it imports directly, module prefix removed
+	program bool
 }
 
 func importGraph(t *testing.T) map[string]pkgInfo {
