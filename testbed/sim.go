@@ -198,7 +198,7 @@ type dumper struct {
 // switchSetup gives a netsim.Config (also the netns testbed's description) the injector built from the
 // scenario's events, behind a recorder that remembers each mirrored packet's ITER and connection.
 func switchSetup(sc *scenario.Scenario, cfg *netsim.Config) (*recorder, *error, error) {
-	intents, err := Intents(sc)
+	intents, err := inject.Intents(sc)
 	if err != nil {
 		return nil, nil, badInput(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/scenario"
-	"github.com/lumina-go/lumina/testbed"
 )
 
 func newSwitchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -64,7 +63,7 @@ which it also refreshes every second).`,
 				if sc, err = scenario.Load(events); err != nil {
 					return fail(exitBadArgs, err)
 				}
-				if intents, err = testbed.Intents(sc); err != nil {
+				if intents, err = inject.Intents(sc); err != nil {
 					return badInput("%s: %v", events, err)
 				}
 				if len(intents) > 0 && !learn && control == "" {

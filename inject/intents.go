@@ -1,20 +1,19 @@
-package testbed
+package inject
 
 import (
 	"fmt"
 
-	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 )
 
 // Intents resolves the scenario's events into the injector's intents: 0-based connection and PSN offsets, one
 // intent per targeted packet (psn: all, every-msg, msg and every expanded here), with the scenario place as Source.
-func Intents(sc *scenario.Scenario) ([]inject.Intent, error) {
+func Intents(sc *scenario.Scenario) ([]Intent, error) {
 	t := sc.Traffic
 	ppm := t.PacketsPerMessage()
 	msgs := max(t.NumMsgsPerQP, 1)
-	var out []inject.Intent
+	var out []Intent
 	for i, ev := range sc.Events {
 		src := fmt.Sprintf("events[%d]", i)
 		if ev.Line > 0 {
@@ -28,7 +27,7 @@ func Intents(sc *scenario.Scenario) ([]inject.Intent, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", src, err)
 		}
-		base := inject.Intent{
+		base := Intent{
 			Conn:    sc.ZeroBased(ev.QP),
 			Kind:    kind,
 			Iter:    ev.Iter,
@@ -40,7 +39,7 @@ func Intents(sc *scenario.Scenario) ([]inject.Intent, error) {
 			Value:   ev.Value,
 			Source:  src,
 		}
-		if kind == inject.KindAck || kind == inject.KindNAK || kind == inject.KindCNP {
+		if kind == KindAck || kind == KindNAK || kind == KindCNP {
 			in := base
 			in.Nth = sc.ZeroBased(ev.Nth)
 			out = append(out, in)
@@ -50,7 +49,7 @@ func Intents(sc *scenario.Scenario) ([]inject.Intent, error) {
 			in := base
 			in.PSN = off
 			// Within a message scope, iter counts that message's rounds (see docs/scenario.md).
-			in.MsgIter = kind == inject.KindData && (ev.Msg != nil || ev.EveryMsg)
+			in.MsgIter = kind == KindData && (ev.Msg != nil || ev.EveryMsg)
 			out = append(out, in)
 		}
 	}
@@ -92,18 +91,18 @@ func psnOffsets(sc *scenario.Scenario, ev scenario.Event, ppm, msgs int) []int {
 	return offs
 }
 
-func packetKind(s string) (inject.PacketKind, error) {
+func packetKind(s string) (PacketKind, error) {
 	switch s {
 	case "", scenario.PacketData:
-		return inject.KindData, nil
+		return KindData, nil
 	case scenario.PacketAck:
-		return inject.KindAck, nil
+		return KindAck, nil
 	case scenario.PacketNak:
-		return inject.KindNAK, nil
+		return KindNAK, nil
 	case scenario.PacketCNP:
-		return inject.KindCNP, nil
+		return KindCNP, nil
 	case scenario.PacketReadReq:
-		return inject.KindReadReq, nil
+		return KindReadReq, nil
 	}
 	return 0, fmt.Errorf("unknown packet kind %q", s)
 }
