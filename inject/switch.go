@@ -56,6 +56,14 @@ type Counters struct {
 	MirrorErrors      uint64            `json:"mirror_errors"` // RoCE frames whose mirror copy could not be built
 }
 
+// PortCounters are a switch's per-port RoCE counters (Lumina's ingress/egress counter tables), as the simulated
+// and the live switch report them in counters.json.
+type PortCounters struct {
+	RxRoCE   uint64 `json:"rx_roce"`
+	TxRoCE   uint64 `json:"tx_roce"`
+	Mirrored uint64 `json:"mirrored"` // mirrored copies of frames that entered on this port
+}
+
 type counters struct {
 	rxRoCE, txRoCE, rxOther []uint64
 	mirrored                uint64

@@ -225,7 +225,7 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	res.Counters.Responder = resp.Counters()
 	for p := range 2 {
 		ps := swStatus.Ports[p]
-		res.SwitchPorts[p] = netsim.SwitchPortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
+		res.SwitchPorts[p] = inject.PortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
 	}
 	if swStatus.Injector != nil {
 		res.Switch = swStatus.Injector

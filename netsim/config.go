@@ -104,7 +104,7 @@ type Result struct {
 		Requester, Responder CounterSnapshot
 	}
 	// SwitchPorts are the switch's per-port RoCE counters (0 = requester side).
-	SwitchPorts [2]SwitchPortCounters
+	SwitchPorts [2]inject.PortCounters
 	// Switch is the switch logic's own counters when it exposes them (Counters() method), else nil.
 	Switch any
 	// FlushedFrames counts frames the switch logic still held at the end.

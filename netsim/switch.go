@@ -18,13 +18,6 @@ type SwitchLogic interface {
 	Flush(now int64) []inject.Held
 }
 
-// SwitchPortCounters are the simulated switch's per-port RoCE counters (Lumina's ingress/egress counter tables).
-type SwitchPortCounters struct {
-	RxRoCE   uint64 `json:"rx_roce"`
-	TxRoCE   uint64 `json:"tx_roce"`
-	Mirrored uint64 `json:"mirrored"` // mirrored copies of frames that entered on this port
-}
-
 // DefaultSwitch forwards every frame unchanged and mirrors every RoCE frame with Lumina's metadata (event 0,
 // sequence number in the source MAC, ingress timestamp in the destination MAC) to dumpers in round robin.
 type DefaultSwitch struct {
@@ -90,7 +83,7 @@ type switchNode struct {
 	def       *DefaultSwitch // logic, when it is the default: mirrored in place, without a copy
 	v         inject.Verdict
 	latencyNs int64
-	ports     [2]SwitchPortCounters
+	ports     [2]inject.PortCounters
 	out       [2]*link
 }
 

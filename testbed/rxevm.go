@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lumina-go/lumina/verbs"
 	"io"
 	"net/netip"
 	"os"
@@ -19,8 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lumina-go/lumina/verbs"
+
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/scenario"
 )
 
@@ -383,7 +383,7 @@ func rxeCounters(raw string, st rxeSwitchStatus) (CountersFile, error) {
 		}
 	}
 	for _, p := range st.Ports {
-		cf.Switch.Ports = append(cf.Switch.Ports, netsim.SwitchPortCounters{RxRoCE: p.RxRoCE, TxRoCE: p.TxRoCE, Mirrored: p.Mirrored})
+		cf.Switch.Ports = append(cf.Switch.Ports, inject.PortCounters{RxRoCE: p.RxRoCE, TxRoCE: p.TxRoCE, Mirrored: p.Mirrored})
 		cf.Switch.RxRoCE += p.RxRoCE
 	}
 	cf.Switch.Mirrored = st.Mirrored

@@ -384,10 +384,10 @@ type CountersFile struct {
 
 // SwitchCounters are the switch's per-port counters in counters.json.
 type SwitchCounters struct {
-	Ports    []netsim.SwitchPortCounters `json:"ports"`
-	Mirrored uint64                      `json:"mirrored"`
-	RxRoCE   uint64                      `json:"rx_roce"`
-	Injector *inject.Counters            `json:"injector,omitempty"`
+	Ports    []inject.PortCounters `json:"ports"`
+	Mirrored uint64                `json:"mirrored"`
+	RxRoCE   uint64                `json:"rx_roce"`
+	Injector *inject.Counters      `json:"injector,omitempty"`
 }
 
 func counterMap(cs []rnic.Counter) map[string]uint64 {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
@@ -102,7 +103,7 @@ func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 			Finish: counterMap(r.Hosts[0].Totals())},
 		Responder: HostCounters{NIC: sc.Responder.NIC.Type, Vendor: vendorOf(sc, sc.Responder), Start: map[string]uint64{},
 			Finish: counterMap(r.Hosts[1].Totals())},
-		Switch: SwitchCounters{Ports: []netsim.SwitchPortCounters{}},
+		Switch: SwitchCounters{Ports: []inject.PortCounters{}},
 	}
 	for _, x := range []struct {
 		name string
