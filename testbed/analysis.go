@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
@@ -34,7 +35,7 @@ type Document struct {
 	*analyze.Analysis
 	Expectations []scenario.ExpectResult `json:"expectations"`
 	// Workload is a workload: run's measurement on the NIC micro-architecture model (no trace then).
-	Workload *WorkloadAnalysis `json:"workload,omitempty"`
+	Workload *resultsdir.WorkloadAnalysis `json:"workload,omitempty"`
 	// Verdict is pass (every check and expectation passed), fail, or invalid (the trace failed the integrity
 	// check and nothing was analyzed).
 	Verdict string `json:"verdict"`
@@ -45,8 +46,8 @@ type Outcome struct {
 	Dir      string
 	Doc      *Document
 	Scenario *scenario.Scenario
-	Traffic  []TrafficRecord
-	Counters *CountersFile
+	Traffic  []resultsdir.TrafficRecord
+	Counters *resultsdir.CountersFile
 	// Entries are the installed event-table entries as written in switch.json.
 	Entries []json.RawMessage
 }
@@ -64,7 +65,7 @@ func (o *Outcome) ExitCode() int {
 
 // Reanalyze re-runs the integrity check, the analyzers and the expectations on a results directory.
 func Reanalyze(dir string) (*Outcome, error) {
-	sc, err := scenario.Load(filepath.Join(dir, FileScenario))
+	sc, err := scenario.Load(filepath.Join(dir, resultsdir.FileScenario))
 	if err != nil {
 		return nil, badInputf("%s is not a results directory: %w", dir, err)
 	}
@@ -75,35 +76,28 @@ func Reanalyze(dir string) (*Outcome, error) {
 }
 
 // IsResultsDir tells whether path looks like a results directory.
-func IsResultsDir(path string) bool {
-	st, err := os.Stat(path)
-	if err != nil || !st.IsDir() {
-		return false
-	}
-	_, err = os.Stat(filepath.Join(path, FileScenario))
-	return err == nil
-}
+func IsResultsDir(path string) bool { return resultsdir.IsDir(path) }
 
 // analyzeDir reconstructs the trace from the dumps (when raw is given, i.e. right after a run), checks its
 // integrity, runs the analyzers and the expectations, and writes analysis.json.
 func analyzeDir(dir string, sc *scenario.Scenario, raw *rawResults) (*Outcome, error) {
 	out := &Outcome{Dir: dir, Scenario: sc}
-	var cf CountersFile
-	if err := readJSON(dir, FileCounters, &cf); err != nil {
+	var cf resultsdir.CountersFile
+	if err := readJSON(dir, resultsdir.FileCounters, &cf); err != nil {
 		return nil, badInputf("%s: %w", dir, err)
 	}
 	out.Counters = &cf
-	if err := readJSON(dir, FileTraffic, &out.Traffic); err != nil {
+	if err := readJSON(dir, resultsdir.FileTraffic, &out.Traffic); err != nil {
 		return nil, badInputf("%s: %w", dir, err)
 	}
-	var conns []ConnRecord
-	if err := readJSON(dir, FileConnections, &conns); err != nil {
+	var conns []resultsdir.ConnRecord
+	if err := readJSON(dir, resultsdir.FileConnections, &conns); err != nil {
 		return nil, badInputf("%s: %w", dir, err)
 	}
 	var sw struct {
 		Entries []json.RawMessage `json:"entries"`
 	}
-	if err := readJSON(dir, FileSwitch, &sw); err == nil {
+	if err := readJSON(dir, resultsdir.FileSwitch, &sw); err == nil {
 		out.Entries = sw.Entries
 	}
 
@@ -124,24 +118,24 @@ func analyzeDir(dir string, sc *scenario.Scenario, raw *rawResults) (*Outcome, e
 		doc.Verdict = VerdictInvalid
 		doc.Analysis = &analyze.Analysis{}
 		doc.Expectations = evaluate(sc, doc)
-		return out, writeJSON(dir, FileAnalysis, doc)
+		return out, writeJSON(dir, resultsdir.FileAnalysis, doc)
 	}
 
 	opts := analyzeOptions(sc, conns, &cf, out.Traffic)
-	f, err := trace.Open(filepath.Join(dir, FileTrace))
+	f, err := trace.Open(filepath.Join(dir, resultsdir.FileTrace))
 	if err != nil {
 		return nil, badInputf("%w", err)
 	}
 	defer f.Close()
 	an, err := analyze.Analyze(f, opts)
 	if err != nil {
-		return nil, fmt.Errorf("analyzing %s: %w", filepath.Join(dir, FileTrace), err)
+		return nil, fmt.Errorf("analyzing %s: %w", filepath.Join(dir, resultsdir.FileTrace), err)
 	}
 	doc.Analysis = an
 	tree := docTree(doc)
 	doc.Expectations = evaluateTree(sc, tree)
 	doc.Verdict = verdict(sc, tree, doc)
-	return out, writeJSON(dir, FileAnalysis, doc)
+	return out, writeJSON(dir, resultsdir.FileAnalysis, doc)
 }
 
 // evaluate runs the scenario's expectations against the document as JSON.
@@ -210,7 +204,7 @@ func expectedFailure(sc *scenario.Scenario, tree any, entry map[string]any) bool
 	return false
 }
 
-func analyzeOptions(sc *scenario.Scenario, conns []ConnRecord, cf *CountersFile, traffic []TrafficRecord) analyze.Options {
+func analyzeOptions(sc *scenario.Scenario, conns []resultsdir.ConnRecord, cf *resultsdir.CountersFile, traffic []resultsdir.TrafficRecord) analyze.Options {
 	opts := analyze.Options{IndexBase: sc.IndexBase, Metadata: analyze.MetaComment}
 	for _, c := range conns {
 		opts.Conns = append(opts.Conns, analyze.Conn{Index: c.QP - sc.IndexBase, Verb: c.Verb, ReqIP: c.RequesterIP,
@@ -267,8 +261,8 @@ func nicInfo(sc *scenario.Scenario, h scenario.Host) analyze.NICInfo {
 // reconstruct merges the dumps by mirror sequence number into trace.pcapng (nanosecond timestamps, each packet
 // annotated in a comment: event, mirror sequence number, ITER and the connection with the scenario's index base)
 // and runs the integrity check on the way.
-func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.Integrity, error) {
-	paths, _ := filepath.Glob(filepath.Join(dir, DirDump, "*.pcap"))
+func reconstruct(dir string, cf resultsdir.CountersFile, raw *rawResults, base int) (trace.Integrity, error) {
+	paths, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
 	sort.Strings(paths)
 	var readers []trace.Reader
 	for _, p := range paths {
@@ -280,7 +274,7 @@ func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.
 		readers = append(readers, f)
 	}
 	m := trace.MergeByMirrorSeq(readers...)
-	tf, err := os.Create(filepath.Join(dir, FileTrace))
+	tf, err := os.Create(filepath.Join(dir, resultsdir.FileTrace))
 	if err != nil {
 		return trace.Integrity{}, fmt.Errorf("writing trace: %w", err)
 	}
@@ -329,8 +323,8 @@ func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.
 }
 
 // checkTrace re-runs the integrity check over an existing trace.pcapng.
-func checkTrace(dir string, cf CountersFile) (trace.Integrity, error) {
-	f, err := trace.Open(filepath.Join(dir, FileTrace))
+func checkTrace(dir string, cf resultsdir.CountersFile) (trace.Integrity, error) {
+	f, err := trace.Open(filepath.Join(dir, resultsdir.FileTrace))
 	if err != nil {
 		return trace.Integrity{}, badInputf("%w", err)
 	}

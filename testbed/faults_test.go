@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
@@ -31,7 +32,7 @@ type tracePkt struct {
 // readTrace decodes the RC packets of dir's trace.pcapng.
 func readTrace(t *testing.T, dir string) []tracePkt {
 	t.Helper()
-	f, err := trace.Open(filepath.Join(dir, FileTrace))
+	f, err := trace.Open(filepath.Join(dir, resultsdir.FileTrace))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +184,8 @@ func TestFaultyNICsAreCaught(t *testing.T) {
 
 			dir := t.TempDir()
 			o := run(t, load(t, faultScenario(prof, fc.verb)), dir)
-			var conns []ConnRecord
-			if err := readJSON(dir, FileConnections, &conns); err != nil || len(conns) != 1 {
+			var conns []resultsdir.ConnRecord
+			if err := readJSON(dir, resultsdir.FileConnections, &conns); err != nil || len(conns) != 1 {
 				t.Fatalf("connections.json: %v (%d connections)", err, len(conns))
 			}
 			drop := uint32(roce.PSN(conns[0].RequesterIPSN).Add(dropRel))

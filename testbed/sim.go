@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
@@ -58,11 +58,11 @@ func prepareDir(dir string) error {
 	if dir == "" {
 		return badInputf("no results directory given")
 	}
-	if err := os.MkdirAll(filepath.Join(dir, DirDump), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, resultsdir.DirDump), 0o755); err != nil {
 		return fmt.Errorf("creating results directory: %w", err)
 	}
-	old, _ := filepath.Glob(filepath.Join(dir, DirDump, "*.pcap"))
-	for _, f := range append(old, filepath.Join(dir, FileTrace), filepath.Join(dir, FileAnalysis)) {
+	old, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
+	for _, f := range append(old, filepath.Join(dir, resultsdir.FileTrace), filepath.Join(dir, resultsdir.FileAnalysis)) {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("clearing previous results: %w", err)
 		}
@@ -275,7 +275,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		snap = 65535
 	}
 	for i := range dumps {
-		f, err := os.Create(filepath.Join(opts.OutDir, DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
+		f, err := os.Create(filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
 		if err != nil {
 			return nil, fmt.Errorf("creating dump file: %w", err)
 		}
@@ -339,57 +339,6 @@ func fmtDuration(ns int64) string {
 	return fmt.Sprintf("%.1f us", float64(ns)/1e3)
 }
 
-// ConnRecord is one connection in connections.json (indices 0-based inside; QP is the scenario's numbering).
-type ConnRecord struct {
-	QP            int        `json:"qp"`
-	Verb          string     `json:"verb"`
-	RequesterIP   netip.Addr `json:"requester_ip"`
-	ResponderIP   netip.Addr `json:"responder_ip"`
-	RequesterQPN  uint32     `json:"requester_qpn"`
-	ResponderQPN  uint32     `json:"responder_qpn"`
-	RequesterIPSN uint32     `json:"requester_ipsn"`
-	ResponderIPSN uint32     `json:"responder_ipsn"`
-	PacketsPerMsg int        `json:"packets_per_msg"`
-	NumMsgs       int        `json:"num_msgs"`
-	MTU           int        `json:"mtu"`
-}
-
-// TrafficRecord is one connection in traffic.json.
-type TrafficRecord struct {
-	QP              int       `json:"qp"`
-	Verb            string    `json:"verb"`
-	Status          string    `json:"status"`
-	Posted          int       `json:"messages_posted"`
-	Completed       int       `json:"messages_completed"`
-	MCTUs           []float64 `json:"mct_us"`
-	GoodputGbps     float64   `json:"goodput_gbps"`
-	DataPackets     uint64    `json:"data_packets"`
-	Retransmissions uint64    `json:"retransmissions"`
-}
-
-// HostCounters is one host in counters.json.
-type HostCounters struct {
-	NIC    string            `json:"nic"`
-	Vendor string            `json:"vendor"`
-	Start  map[string]uint64 `json:"start"`
-	Finish map[string]uint64 `json:"finish"`
-}
-
-// CountersFile is counters.json.
-type CountersFile struct {
-	Requester HostCounters   `json:"requester"`
-	Responder HostCounters   `json:"responder"`
-	Switch    SwitchCounters `json:"switch"`
-}
-
-// SwitchCounters are the switch's per-port counters in counters.json.
-type SwitchCounters struct {
-	Ports    []inject.PortCounters `json:"ports"`
-	Mirrored uint64                `json:"mirrored"`
-	RxRoCE   uint64                `json:"rx_roce"`
-	Injector *inject.Counters      `json:"injector,omitempty"`
-}
-
 func counterMap(cs []rnic.Counter) map[string]uint64 {
 	m := make(map[string]uint64, len(cs))
 	for _, c := range cs {
@@ -399,7 +348,7 @@ func counterMap(cs []rnic.Counter) map[string]uint64 {
 }
 
 func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *recorder) error {
-	f, err := os.Create(filepath.Join(dir, FileScenario))
+	f, err := os.Create(filepath.Join(dir, resultsdir.FileScenario))
 	if err != nil {
 		return fmt.Errorf("writing results: %w", err)
 	}
@@ -410,18 +359,18 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *r
 	if err := f.Close(); err != nil {
 		return err
 	}
-	conns := make([]ConnRecord, len(res.Conns))
+	conns := make([]resultsdir.ConnRecord, len(res.Conns))
 	for i, c := range res.Conns {
-		conns[i] = ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: c.ReqIP, ResponderIP: c.RespIP,
+		conns[i] = resultsdir.ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: c.ReqIP, ResponderIP: c.RespIP,
 			RequesterQPN: c.ReqQPN, ResponderQPN: c.RespQPN, RequesterIPSN: uint32(c.ReqIPSN),
 			ResponderIPSN: uint32(c.RespIPSN), PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: sc.Traffic.MTU}
 	}
-	if err := writeJSON(dir, FileConnections, conns); err != nil {
+	if err := writeJSON(dir, resultsdir.FileConnections, conns); err != nil {
 		return err
 	}
-	traffic := make([]TrafficRecord, len(res.PerConn))
+	traffic := make([]resultsdir.TrafficRecord, len(res.PerConn))
 	for i, pc := range res.PerConn {
-		tr := TrafficRecord{QP: i + sc.IndexBase, Verb: pc.Verb, Status: pc.Status, Posted: pc.Posted,
+		tr := resultsdir.TrafficRecord{QP: i + sc.IndexBase, Verb: pc.Verb, Status: pc.Status, Posted: pc.Posted,
 			Completed: pc.Completed, GoodputGbps: pc.GoodputGbps, DataPackets: pc.DataPackets,
 			Retransmissions: pc.Retransmissions, MCTUs: make([]float64, len(pc.MCTNs))}
 		for j, ns := range pc.MCTNs {
@@ -429,15 +378,15 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *r
 		}
 		traffic[i] = tr
 	}
-	if err := writeJSON(dir, FileTraffic, traffic); err != nil {
+	if err := writeJSON(dir, resultsdir.FileTraffic, traffic); err != nil {
 		return err
 	}
-	cf := CountersFile{
-		Requester: HostCounters{NIC: sc.Requester.NIC.Type, Start: counterMap(res.Counters.Requester.Start),
+	cf := resultsdir.CountersFile{
+		Requester: resultsdir.HostCounters{NIC: sc.Requester.NIC.Type, Start: counterMap(res.Counters.Requester.Start),
 			Finish: counterMap(res.Counters.Requester.Finish)},
-		Responder: HostCounters{NIC: sc.Responder.NIC.Type, Start: counterMap(res.Counters.Responder.Start),
+		Responder: resultsdir.HostCounters{NIC: sc.Responder.NIC.Type, Start: counterMap(res.Counters.Responder.Start),
 			Finish: counterMap(res.Counters.Responder.Finish)},
-		Switch: SwitchCounters{Ports: res.SwitchPorts[:]},
+		Switch: resultsdir.SwitchCounters{Ports: res.SwitchPorts[:]},
 	}
 	for _, p := range res.SwitchPorts {
 		cf.Switch.Mirrored += p.Mirrored
@@ -448,7 +397,7 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *r
 		cf.Switch.Injector = &c
 	}
 	cf.Requester.Vendor, cf.Responder.Vendor = vendorOf(sc, sc.Requester), vendorOf(sc, sc.Responder)
-	if err := writeJSON(dir, FileCounters, cf); err != nil {
+	if err := writeJSON(dir, resultsdir.FileCounters, cf); err != nil {
 		return err
 	}
 	var sw struct {
@@ -457,7 +406,7 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *r
 	if rec.sw != nil {
 		sw.Entries = rec.sw.Entries()
 	}
-	return writeJSON(dir, FileSwitch, sw)
+	return writeJSON(dir, resultsdir.FileSwitch, sw)
 }
 
 func vendorOf(sc *scenario.Scenario, h scenario.Host) string {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
 )
@@ -59,7 +60,7 @@ func TestDeterministicTrace(t *testing.T) {
 	sc := load(t, listing2)
 	sc.WithSeed(8)
 	run(t, sc, c)
-	for _, f := range []string{FileTrace, "dump/dumper-0.pcap", "dump/dumper-1.pcap", FileAnalysis, FileCounters} {
+	for _, f := range []string{resultsdir.FileTrace, "dump/dumper-0.pcap", "dump/dumper-1.pcap", resultsdir.FileAnalysis, resultsdir.FileCounters} {
 		x, err := os.ReadFile(filepath.Join(a, f))
 		if err != nil {
 			t.Fatal(err)
@@ -69,8 +70,8 @@ func TestDeterministicTrace(t *testing.T) {
 			t.Errorf("%s differs between two runs of the same scenario and seed", f)
 		}
 	}
-	x, _ := os.ReadFile(filepath.Join(a, FileTrace))
-	z, _ := os.ReadFile(filepath.Join(c, FileTrace))
+	x, _ := os.ReadFile(filepath.Join(a, resultsdir.FileTrace))
+	z, _ := os.ReadFile(filepath.Join(c, resultsdir.FileTrace))
 	if bytes.Equal(x, z) {
 		t.Error("seeds 7 and 8 gave the same trace: QPNs and initial PSNs must derive from the seed")
 	}
@@ -80,7 +81,7 @@ func TestDeterministicTrace(t *testing.T) {
 func TestListing2Results(t *testing.T) {
 	dir := t.TempDir()
 	o := run(t, load(t, listing2), dir)
-	for _, f := range []string{FileScenario, FileTrace, FileCounters, FileTraffic, FileAnalysis, "dump/dumper-0.pcap", "dump/dumper-1.pcap"} {
+	for _, f := range []string{resultsdir.FileScenario, resultsdir.FileTrace, resultsdir.FileCounters, resultsdir.FileTraffic, resultsdir.FileAnalysis, "dump/dumper-0.pcap", "dump/dumper-1.pcap"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("results directory lacks %s", f)
 		}
@@ -110,7 +111,7 @@ func TestListing2Results(t *testing.T) {
 		t.Errorf("cnp %+v, want the one mark answered", d.CNP)
 	}
 	// The effective scenario loads back and carries the seed and base.
-	sc, err := scenario.Load(filepath.Join(dir, FileScenario))
+	sc, err := scenario.Load(filepath.Join(dir, resultsdir.FileScenario))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestListing2Results(t *testing.T) {
 func TestInvalidTrace(t *testing.T) {
 	dir := t.TempDir()
 	run(t, load(t, listing2), dir)
-	path := filepath.Join(dir, FileTrace)
+	path := filepath.Join(dir, resultsdir.FileTrace)
 	f, err := trace.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 )
 
@@ -48,20 +49,20 @@ expect:
 	if c.Analyzer != "workload" || c.OK || len(c.Violations) != 1 || !strings.Contains(c.Violations[0].Message, "PFC pause duration ratio") {
 		t.Errorf("workload check %+v: want a failed check naming the pause", c)
 	}
-	for _, f := range []string{FileScenario, FileCounters, FileWorkload, FileAnalysis} {
+	for _, f := range []string{resultsdir.FileScenario, resultsdir.FileCounters, resultsdir.FileWorkload, resultsdir.FileAnalysis} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("results directory lacks %s: %v", f, err)
 		}
 	}
-	var wa WorkloadAnalysis
-	if err := readJSON(dir, FileWorkload, &wa); err != nil {
+	var wa resultsdir.WorkloadAnalysis
+	if err := readJSON(dir, resultsdir.FileWorkload, &wa); err != nil {
 		t.Fatal(err)
 	}
 	if wa.Symptom != "pause" || wa.PauseRatio <= 0.001 || wa.LimitGbps != 200 || len(wa.Hosts) != 2 {
 		t.Errorf("workload.json %+v: want pause on a 200 Gb/s profile", wa)
 	}
 	// The effective scenario keeps the workload (defaults filled in) and loads back.
-	back, err := scenario.Load(filepath.Join(dir, FileScenario))
+	back, err := scenario.Load(filepath.Join(dir, resultsdir.FileScenario))
 	if err != nil || back.Workload == nil || back.Workload.WQEBatch != 64 || back.Workload.NumMRs != 1 {
 		t.Errorf("effective scenario: %v, %+v", err, back)
 	}
@@ -75,7 +76,7 @@ workload: {wqe_batch: 16}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := readJSON(o.Dir, FileWorkload, &wa); err != nil {
+	if err := readJSON(o.Dir, resultsdir.FileWorkload, &wa); err != nil {
 		t.Fatal(err)
 	}
 	if o.ExitCode() != 0 || wa.Symptom != "none" || wa.GoodputGbps < 97 || wa.PauseRatio != 0 {
