@@ -8,6 +8,7 @@ package scenario
 import (
 	"net/netip"
 	"path/filepath"
+	"strings"
 
 	"github.com/lumina-go/lumina/roce"
 )
@@ -246,6 +247,15 @@ func (s *Scenario) ZeroBased(i int) int { return i - s.IndexBase }
 
 // WithSeed replaces the seed (the --seed flag); everything random derives from it.
 func (s *Scenario) WithSeed(seed uint64) { s.Seed = seed }
+
+// ProfileRef is what a NIC type names for rnic.LoadProfile: a profile name as it is, or a profile file
+// (.yaml, .yml) relative to the scenario file's directory.
+func (s *Scenario) ProfileRef(typ string) string {
+	if strings.HasSuffix(typ, ".yaml") || strings.HasSuffix(typ, ".yml") {
+		return s.ResolvePath(typ)
+	}
+	return typ
+}
 
 // ResolvePath returns p relative to the scenario file's directory when p is relative (profile files).
 func (s *Scenario) ResolvePath(p string) string {

@@ -72,11 +72,7 @@ func prepareDir(dir string) error {
 
 // loadProfile resolves a scenario NIC type: a profile name, or a file path relative to the scenario.
 func loadProfile(sc *scenario.Scenario, host, typ string) (*rnic.Profile, error) {
-	p := typ
-	if strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") {
-		p = sc.ResolvePath(p)
-	}
-	prof, err := rnic.LoadProfile(p)
+	prof, err := rnic.LoadProfile(sc.ProfileRef(typ))
 	if err != nil {
 		return nil, badInputf("%s: %s.nic.type: %w", sc.Path, host, err)
 	}
