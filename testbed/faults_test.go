@@ -14,6 +14,7 @@ import (
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 // Each checker must catch a real fault: the simulator runs a deliberately broken NIC model (a profile under
@@ -194,7 +195,7 @@ func TestFaultyNICsAreCaught(t *testing.T) {
 			if !o.Doc.Integrity.OK {
 				t.Fatalf("integrity failed: %+v", o.Doc.Integrity)
 			}
-			if o.Doc.Verdict != VerdictFail || o.ExitCode() != 1 {
+			if o.Doc.Verdict != verdict.Fail || o.ExitCode() != 1 {
 				t.Errorf("verdict %s exit %d, want fail and 1", o.Doc.Verdict, o.ExitCode())
 			}
 			c := findCheck(o.Doc.Checks, fc.analyzer, 1)
@@ -212,7 +213,7 @@ func TestFaultyNICsAreCaught(t *testing.T) {
 
 			// The same scenario on the profile the fault file was copied from passes.
 			h := run(t, load(t, faultScenario(fc.healthy, fc.verb)), t.TempDir())
-			if h.Doc.Verdict != VerdictPass {
+			if h.Doc.Verdict != verdict.Pass {
 				t.Errorf("healthy %s: verdict %s: %+v", fc.healthy, h.Doc.Verdict, h.Doc.Checks)
 			}
 			if hc := findCheck(h.Doc.Checks, fc.analyzer, 1); hc == nil || !hc.OK {

@@ -91,7 +91,7 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 			t.Fatal(err)
 		}
 	}
-	o, err := Run(sc, Options{OutDir: out, Progress: testWriter{t}})
+	o, err := runJudged(sc, Options{OutDir: out, Progress: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}

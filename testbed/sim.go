@@ -27,9 +27,10 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Run runs the scenario on its testbed, writes the results directory and analyzes it.
-// Errors wrapping ErrInput are the scenario's fault (exit status 2).
-func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
+// Run runs the scenario on its testbed and writes the results directory: the effective scenario, the dumps,
+// the trace reconstructed from them, the counters and the traffic log (package resultsdir). Judging them is the
+// verdict stage's job. Errors wrapping ErrInput are the scenario's fault (exit status 2).
+func Run(sc *scenario.Scenario, opts Options) error {
 	if sc.Workload != nil {
 		return runWorkload(sc, opts) // a Collie-style workload on the NIC micro-architecture model (workload.go)
 	}
@@ -42,16 +43,16 @@ func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	case "rxe-vm":
 		backend = runRxeVM
 	default:
-		return nil, badInputf("%s: testbed %q is not available in this version; expected sim, netns or rxe-vm", sc.Path, sc.Testbed)
+		return badInputf("%s: testbed %q is not available in this version; expected sim, netns or rxe-vm", sc.Path, sc.Testbed)
 	}
 	if err := prepareDir(opts.OutDir); err != nil {
-		return nil, err
+		return err
 	}
 	raw, err := backend(sc, opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return analyzeDir(opts.OutDir, sc, raw)
+	return reconstruct(opts.OutDir, raw, sc.IndexBase)
 }
 
 func prepareDir(dir string) error {

@@ -1,6 +1,7 @@
 // Package testbed runs a scenario on a testbed and collects the raw results into a results directory (the
-// contract of spec/scenario-and-cli.md): the effective scenario, what each dumper wrote, the reconstructed
-// trace, counters, the traffic log; then the integrity check, the analyzers and the scenario's expectations.
+// contract of spec/scenario-and-cli.md, package resultsdir): the effective scenario, what each dumper wrote, the
+// reconstructed trace, counters, the traffic log. It judges nothing: the integrity check, the analyzers and
+// the scenario's expectations are the verdict stage's (package verdict).
 //
 // The simulated testbed (package netsim) is the embedded default.
 package testbed

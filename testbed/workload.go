@@ -5,12 +5,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
-	"github.com/lumina-go/lumina/trace"
 )
 
 // Collie's anomaly thresholds (seeds/003 §5.2, spec/nic-microarchitecture.md): pause duration ratio above
@@ -21,11 +19,10 @@ const (
 )
 
 // runWorkload runs a scenario's workload section on the NIC micro-architecture model: no trace, but the
-// effective scenario, counters.json (window totals), workload.json and analysis.json, whose "workload" check
-// fails when the workload shows Collie's symptom.
-func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
+// effective scenario, counters.json (window totals) and workload.json, which the verdict stage judges.
+func runWorkload(sc *scenario.Scenario, opts Options) error {
 	if err := prepareDir(opts.OutDir); err != nil {
-		return nil, err
+		return err
 	}
 	var cfg netsim.WorkloadConfig
 	for i, h := range []struct {
@@ -34,10 +31,10 @@ func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	}{{"requester", sc.Requester.NIC.Type}, {"responder", sc.Responder.NIC.Type}} {
 		p, err := loadProfile(sc, h.name, h.nic)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if p.Micro == nil {
-			return nil, badInputf("%s: workload: %s.nic.type %s has no micro section; expected a profile that models the NIC's caches and PCIe (cx6vpi-200g, p2100g or a file with a micro section)",
+			return badInputf("%s: workload: %s.nic.type %s has no micro section; expected a profile that models the NIC's caches and PCIe (cx6vpi-200g, p2100g or a file with a micro section)",
 				sc.Path, h.name, p.Name)
 		}
 		cfg.Profiles[i] = p
@@ -50,20 +47,20 @@ func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	cfg.LinkGbps, cfg.PropagationNs, cfg.SwitchLatencyNs = sc.Network.LinkGbps, sc.Network.PropagationNs, sc.Network.SwitchLatencyNs
 	r, err := netsim.RunWorkload(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("simulating the workload: %w", err)
+		return fmt.Errorf("simulating the workload: %w", err)
 	}
 	wa := workloadAnalysis(sc, r)
 
 	f, err := os.Create(filepath.Join(opts.OutDir, resultsdir.FileScenario))
 	if err != nil {
-		return nil, fmt.Errorf("writing results: %w", err)
+		return fmt.Errorf("writing results: %w", err)
 	}
 	if err := sc.WriteEffective(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("writing effective scenario: %w", err)
+		return fmt.Errorf("writing effective scenario: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("writing results: %w", err)
+		return fmt.Errorf("writing results: %w", err)
 	}
 	cf := resultsdir.CountersFile{
 		Requester: resultsdir.HostCounters{NIC: sc.Requester.NIC.Type, Vendor: vendorOf(sc, sc.Requester), Start: map[string]uint64{},
@@ -77,51 +74,10 @@ func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 		v    any
 	}{{resultsdir.FileCounters, cf}, {resultsdir.FileTraffic, []resultsdir.TrafficRecord{}}, {resultsdir.FileConnections, []resultsdir.ConnRecord{}}, {resultsdir.FileWorkload, wa}} {
 		if err := writeJSON(opts.OutDir, x.name, x.v); err != nil {
-			return nil, err
+			return err
 		}
 	}
-
-	return workloadOutcome(sc, opts.OutDir, wa, &cf)
-}
-
-// workloadOutcome judges a workload run (Collie's monitor as the "workload" check), evaluates the scenario's
-// expectations and writes analysis.json; lumina analyze DIR calls it again on workload.json.
-func workloadOutcome(sc *scenario.Scenario, dir string, wa *resultsdir.WorkloadAnalysis, cf *resultsdir.CountersFile) (*Outcome, error) {
-	check := analyze.Check{Analyzer: "workload", QP: sc.IndexBase, OK: wa.Symptom == "none", Violations: []analyze.Violation{}}
-	switch wa.Symptom {
-	case "pause":
-		check.Violations = append(check.Violations, analyze.Violation{Packet: -1, Message: fmt.Sprintf(
-			"PFC pause duration ratio %.2f%% is above 0.1%% on an uncongested switch (goodput %.1f Gb/s, %.1f Mpps)",
-			100*wa.PauseRatio, wa.GoodputGbps, wa.GoodputMpps)})
-	case "low-throughput":
-		check.Violations = append(check.Violations, analyze.Violation{Packet: -1, Message: fmt.Sprintf(
-			"goodput %.1f Gb/s, %.1f Mpps is more than 20%% below both limits %.0f Gb/s and %.1f Mpps, without pause",
-			wa.GoodputGbps, wa.GoodputMpps, wa.LimitGbps, wa.LimitMpps)})
-	}
-	check.ViolationCount = len(check.Violations)
-	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase,
-		Integrity: trace.Integrity{OK: true, Checks: []trace.CheckResult{}},
-		Analysis:  &analyze.Analysis{Checks: []analyze.Check{check}, Metadata: "none"}, Workload: wa}
-	tree := docTree(doc)
-	doc.Expectations = evaluateTree(sc, tree)
-	doc.Verdict = verdict(sc, tree, doc)
-	if err := writeJSON(dir, resultsdir.FileAnalysis, doc); err != nil {
-		return nil, err
-	}
-	return &Outcome{Dir: dir, Doc: doc, Scenario: sc, Counters: cf}, nil
-}
-
-// reanalyzeWorkload re-judges a workload results directory from its workload.json (there is no trace).
-func reanalyzeWorkload(dir string, sc *scenario.Scenario) (*Outcome, error) {
-	var wa resultsdir.WorkloadAnalysis
-	if err := readJSON(dir, resultsdir.FileWorkload, &wa); err != nil {
-		return nil, badInputf("%s: %w", dir, err)
-	}
-	var cf resultsdir.CountersFile
-	if err := readJSON(dir, resultsdir.FileCounters, &cf); err != nil {
-		return nil, badInputf("%s: %w", dir, err)
-	}
-	return workloadOutcome(sc, dir, &wa, &cf)
+	return nil
 }
 
 // workloadAnalysis derives the monitor's view from the model's window counters.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 func loadText(t *testing.T, text string) *scenario.Scenario {
@@ -38,11 +39,11 @@ expect:
   - {path: 'checks[analyzer=workload].ok', equals: false}
 `)
 	dir := t.TempDir()
-	o, err := Run(sc, Options{OutDir: dir})
+	o, err := runJudged(sc, Options{OutDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.ExitCode() != 0 || o.Doc.Verdict != VerdictPass {
+	if o.ExitCode() != 0 || o.Doc.Verdict != verdict.Pass {
 		t.Errorf("verdict %s (exit %d), want pass: expectations %+v", o.Doc.Verdict, o.ExitCode(), o.Doc.Expectations)
 	}
 	c := o.Doc.Checks[0]
@@ -72,7 +73,7 @@ requester: {nic: {type: p2100g}}
 responder: {nic: {type: p2100g}}
 workload: {wqe_batch: 16}
 `)
-	o, err = Run(sc, Options{OutDir: t.TempDir()})
+	o, err = runJudged(sc, Options{OutDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ workload: {wqe_batch: 16}
 
 func TestWorkloadNeedsMicroProfile(t *testing.T) {
 	sc := loadText(t, "workload: {num_qps: 2}\n") // the default NIC is cx5
-	_, err := Run(sc, Options{OutDir: t.TempDir()})
+	_, err := runJudged(sc, Options{OutDir: t.TempDir()})
 	if err == nil || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "requester.nic.type cx5 has no micro section") {
 		t.Errorf("error %v, want a bad-input error about cx5's missing micro section", err)
 	}
@@ -99,11 +100,11 @@ func TestReanalyzeWorkloadDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	o, err := Run(sc, Options{OutDir: dir})
+	o, err := runJudged(sc, Options{OutDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Reanalyze(dir)
+	r, err := verdict.Reanalyze(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

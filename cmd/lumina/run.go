@@ -10,8 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lumina-go/lumina/report"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -49,9 +51,13 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 			if !quiet {
 				progress = stderr
 			}
-			o, err := testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress})
+			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress})
+			var o *verdict.Outcome
+			if err == nil {
+				o, err = verdict.Judge(out, sc)
+			}
 			if err != nil {
-				if errors.Is(err, testbed.ErrInput) {
+				if errors.Is(err, resultsdir.ErrInput) {
 					return fail(exitBadArgs, err)
 				}
 				return fail(exitFailed, err)

@@ -1,18 +1,20 @@
-package testbed
+// Package verdict is the stage after the testbed: it reads a results directory, checks the trace's integrity,
+// runs the analyzers, evaluates the scenario's expectations, decides pass / fail / invalid and writes
+// analysis.json. It runs no traffic; `lumina run` calls it after the testbed and `lumina analyze DIR` calls it
+// alone.
+package verdict
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
@@ -20,9 +22,9 @@ import (
 
 // Verdicts of a test.
 const (
-	VerdictPass    = "pass"
-	VerdictFail    = "fail"
-	VerdictInvalid = "invalid"
+	Pass    = "pass"
+	Fail    = "fail"
+	Invalid = "invalid"
 )
 
 // Document is analysis.json: the integrity verdict, every analyzer's result and the scenario's expectations.
@@ -41,7 +43,8 @@ type Document struct {
 	Verdict string `json:"verdict"`
 }
 
-// Outcome is the result of a run or a re-analysis.
+// Outcome is what the verdict stage made of a results directory: the document it wrote as analysis.json and
+// the records the report shows beside it.
 type Outcome struct {
 	Dir      string
 	Doc      *Document
@@ -55,32 +58,36 @@ type Outcome struct {
 // ExitCode is the command's exit status for this outcome (spec/scenario-and-cli.md).
 func (o *Outcome) ExitCode() int {
 	switch o.Doc.Verdict {
-	case VerdictPass:
+	case Pass:
 		return 0
-	case VerdictInvalid:
+	case Invalid:
 		return 3
 	}
 	return 1
 }
 
-// Reanalyze re-runs the integrity check, the analyzers and the expectations on a results directory.
+// Reanalyze re-runs the integrity check, the analyzers and the expectations on a results directory, with the
+// effective scenario it holds.
 func Reanalyze(dir string) (*Outcome, error) {
 	sc, err := scenario.Load(filepath.Join(dir, resultsdir.FileScenario))
 	if err != nil {
 		return nil, badInputf("%s is not a results directory: %w", dir, err)
 	}
-	if sc.Workload != nil {
-		return reanalyzeWorkload(dir, sc)
-	}
-	return analyzeDir(dir, sc, nil)
+	return Judge(dir, sc)
 }
 
-// IsResultsDir tells whether path looks like a results directory.
-func IsResultsDir(path string) bool { return resultsdir.IsDir(path) }
+// Judge reads the results directory the testbed wrote for sc, checks the trace's integrity, runs the
+// analyzers and the expectations, and writes analysis.json. Errors wrapping resultsdir.ErrInput are the input's
+// fault (exit status 2).
+func Judge(dir string, sc *scenario.Scenario) (*Outcome, error) {
+	if sc.Workload != nil {
+		return judgeWorkload(dir, sc)
+	}
+	return analyzeDir(dir, sc)
+}
 
-// analyzeDir reconstructs the trace from the dumps (when raw is given, i.e. right after a run), checks its
-// integrity, runs the analyzers and the expectations, and writes analysis.json.
-func analyzeDir(dir string, sc *scenario.Scenario, raw *rawResults) (*Outcome, error) {
+// analyzeDir checks the trace's integrity, runs the analyzers and the expectations, and writes analysis.json.
+func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 	out := &Outcome{Dir: dir, Scenario: sc}
 	var cf resultsdir.CountersFile
 	if err := readJSON(dir, resultsdir.FileCounters, &cf); err != nil {
@@ -103,21 +110,17 @@ func analyzeDir(dir string, sc *scenario.Scenario, raw *rawResults) (*Outcome, e
 
 	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase}
 	out.Doc = doc
-	var integ trace.Integrity
-	var err error
-	if raw != nil {
-		integ, err = reconstruct(dir, cf, raw, sc.IndexBase)
-	} else {
-		integ, err = checkTrace(dir, cf)
-	}
+	integ, err := checkTrace(dir, cf)
 	if err != nil {
 		return nil, err
 	}
 	doc.Integrity = integ
 	if !integ.OK {
-		doc.Verdict = VerdictInvalid
+		doc.Verdict = Invalid // whatever the expectations say
 		doc.Analysis = &analyze.Analysis{}
-		doc.Expectations = evaluate(sc, doc)
+		if err := evaluate(sc, doc); err != nil {
+			return nil, err
+		}
 		return out, writeJSON(dir, resultsdir.FileAnalysis, doc)
 	}
 
@@ -132,78 +135,111 @@ func analyzeDir(dir string, sc *scenario.Scenario, raw *rawResults) (*Outcome, e
 		return nil, fmt.Errorf("analyzing %s: %w", filepath.Join(dir, resultsdir.FileTrace), err)
 	}
 	doc.Analysis = an
-	tree := docTree(doc)
-	doc.Expectations = evaluateTree(sc, tree)
-	doc.Verdict = verdict(sc, tree, doc)
+	if err := judge(sc, doc); err != nil {
+		return nil, err
+	}
 	return out, writeJSON(dir, resultsdir.FileAnalysis, doc)
 }
 
-// evaluate runs the scenario's expectations against the document as JSON.
-func evaluate(sc *scenario.Scenario, doc *Document) []scenario.ExpectResult {
-	return evaluateTree(sc, docTree(doc))
-}
-
-func evaluateTree(sc *scenario.Scenario, tree any) []scenario.ExpectResult {
-	res := make([]scenario.ExpectResult, len(sc.Expect))
-	for i, e := range sc.Expect {
-		res[i] = e.Evaluate(tree)
+// judge evaluates the scenario's expectations against the document and sets its verdict.
+func judge(sc *scenario.Scenario, doc *Document) error {
+	if err := evaluate(sc, doc); err != nil {
+		return err
 	}
-	return res
+	v, err := verdict(sc, doc)
+	doc.Verdict = v
+	return err
 }
 
-// docTree is the document as encoding/json decodes it, the form expectations select from.
-func docTree(doc *Document) any {
-	b, err := json.Marshal(doc)
+// evaluate evaluates the scenario's expectations against the document.
+func evaluate(sc *scenario.Scenario, doc *Document) error {
+	tree, err := docTree(doc)
 	if err != nil {
-		panic(err) // the document is plain data
+		return err
+	}
+	doc.Expectations = make([]scenario.ExpectResult, len(sc.Expect))
+	for i, e := range sc.Expect {
+		doc.Expectations[i] = e.Evaluate(tree)
+	}
+	return nil
+}
+
+// docTree is the document as encoding/json decodes it, the form a path expectation selects from (a path names
+// analysis.json's fields). The expectations' results are left out: they are what is being decided.
+func docTree(doc *Document) (any, error) {
+	d := *doc
+	d.Expectations = nil
+	b, err := json.Marshal(&d)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the analysis for the expectations: %w", err)
 	}
 	var tree any
 	if err := json.Unmarshal(b, &tree); err != nil {
-		panic(err)
+		return nil, fmt.Errorf("decoding the analysis for the expectations: %w", err)
 	}
-	return tree
+	return tree, nil
 }
 
 // verdict is pass when every expectation holds and every failed check or counter check is one the scenario
 // expects to fail: a test that reproduces a known NIC bug (a counter that lies) asserts that the counter check
 // fails, and passes when it does. A failure counts as expected when an expectation that holds asserts
 // "ok equals false" and stops holding once that entry is flipped to ok.
-func verdict(sc *scenario.Scenario, tree any, doc *Document) string {
+func verdict(sc *scenario.Scenario, doc *Document) (string, error) {
 	for _, e := range doc.Expectations {
 		if !e.OK {
-			return VerdictFail
+			return Fail, nil
 		}
 	}
-	for _, list := range []string{"checks", "counters"} {
-		entries, _ := tree.(map[string]any)[list].([]any)
-		for _, en := range entries {
-			m, _ := en.(map[string]any)
-			if ok, _ := m["ok"].(bool); ok || m == nil {
-				continue
-			}
-			if !expectedFailure(sc, tree, m) {
-				return VerdictFail
-			}
+	if doc.Analysis == nil {
+		return Pass, nil
+	}
+	var failed []*bool
+	for i := range doc.Checks {
+		if !doc.Checks[i].OK {
+			failed = append(failed, &doc.Checks[i].OK)
 		}
 	}
-	return VerdictPass
+	for i := range doc.Counters {
+		if !doc.Counters[i].OK {
+			failed = append(failed, &doc.Counters[i].OK)
+		}
+	}
+	for _, ok := range failed {
+		expected, err := expectedFailure(sc, doc, ok)
+		if err != nil || !expected {
+			return Fail, err
+		}
+	}
+	return Pass, nil
 }
 
-func expectedFailure(sc *scenario.Scenario, tree any, entry map[string]any) bool {
-	entry["ok"] = true
-	defer func() { entry["ok"] = false }()
+// expectedFailure flips one failed entry's ok to true and reports whether an "ok equals false" expectation
+// then stops holding.
+func expectedFailure(sc *scenario.Scenario, doc *Document, ok *bool) (bool, error) {
+	var asserts []scenario.Expectation
 	for _, e := range sc.Expect {
-		if e.Kind != scenario.ExpectPath || e.Op != scenario.OpEquals || e.Want != false ||
-			!strings.HasSuffix(e.Path, ".ok") {
-			continue
-		}
-		if !e.Evaluate(tree).OK {
-			return true
+		if e.Kind == scenario.ExpectPath && e.Op == scenario.OpEquals && e.Want == false && strings.HasSuffix(e.Path, ".ok") {
+			asserts = append(asserts, e)
 		}
 	}
-	return false
+	if len(asserts) == 0 {
+		return false, nil
+	}
+	*ok = true
+	defer func() { *ok = false }()
+	tree, err := docTree(doc)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range asserts {
+		if !e.Evaluate(tree).OK {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
+// analyzeOptions describes the run to the analyzers: its connections, NICs, counters and traffic log.
 func analyzeOptions(sc *scenario.Scenario, conns []resultsdir.ConnRecord, cf *resultsdir.CountersFile, traffic []resultsdir.TrafficRecord) analyze.Options {
 	opts := analyze.Options{IndexBase: sc.IndexBase, Metadata: analyze.MetaComment}
 	for _, c := range conns {
@@ -223,9 +259,9 @@ func analyzeOptions(sc *scenario.Scenario, conns []resultsdir.ConnRecord, cf *re
 			GoodputGbps: t.GoodputGbps, Class: trafficClass(sc, t.QP-sc.IndexBase), Status: t.Status})
 	}
 	opts.LinkGbps = sc.Network.LinkGbps
-	if p, err := loadProfile(sc, "requester", sc.Requester.NIC.Type); err == nil && opts.LinkGbps == 0 {
+	if p, err := rnic.LoadProfile(sc.ProfileRef(sc.Requester.NIC.Type)); err == nil && opts.LinkGbps == 0 {
 		opts.LinkGbps = p.LinkGbps
-		if q, err := loadProfile(sc, "responder", sc.Responder.NIC.Type); err == nil && q.LinkGbps < p.LinkGbps {
+		if q, err := rnic.LoadProfile(sc.ProfileRef(sc.Responder.NIC.Type)); err == nil && q.LinkGbps < p.LinkGbps {
 			opts.LinkGbps = q.LinkGbps
 		}
 	}
@@ -242,7 +278,7 @@ func trafficClass(sc *scenario.Scenario, i int) int {
 }
 
 func nicInfo(sc *scenario.Scenario, h scenario.Host) analyze.NICInfo {
-	p, err := loadProfile(sc, "", h.NIC.Type)
+	p, err := rnic.LoadProfile(sc.ProfileRef(h.NIC.Type))
 	if err != nil {
 		return analyze.NICInfo{}
 	}
@@ -258,71 +294,7 @@ func nicInfo(sc *scenario.Scenario, h scenario.Host) analyze.NICInfo {
 		CNPIntervalNs: p.CNPInterval(configured), NAKTriggersCNP: p.CNP.NAKTriggersCNP, NPEnabled: np, RPEnabled: rp}
 }
 
-// reconstruct merges the dumps by mirror sequence number into trace.pcapng (nanosecond timestamps, each packet
-// annotated in a comment: event, mirror sequence number, ITER and the connection with the scenario's index base)
-// and runs the integrity check on the way.
-func reconstruct(dir string, cf resultsdir.CountersFile, raw *rawResults, base int) (trace.Integrity, error) {
-	paths, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
-	sort.Strings(paths)
-	var readers []trace.Reader
-	for _, p := range paths {
-		f, err := trace.Open(p)
-		if err != nil {
-			return trace.Integrity{}, err
-		}
-		defer f.Close()
-		readers = append(readers, f)
-	}
-	m := trace.MergeByMirrorSeq(readers...)
-	tf, err := os.Create(filepath.Join(dir, resultsdir.FileTrace))
-	if err != nil {
-		return trace.Integrity{}, fmt.Errorf("writing trace: %w", err)
-	}
-	defer tf.Close()
-	bw := bufio.NewWriterSize(tf, 1<<20)
-	w, err := trace.NewPcapngWriter(bw, trace.PcapngWriterOptions{UserAppl: "lumina",
-		Comment:    "Lumina trace: mirrored packets in mirror-sequence order",
-		Interfaces: []trace.InterfaceSpec{{LinkType: trace.LinkTypeEthernet, SnapLen: 65535, Name: "switch-mirror"}}})
-	if err != nil {
-		return trace.Integrity{}, err
-	}
-	ic := trace.NewIntegrityChecker(trace.IntegrityOptions{})
-	var sb strings.Builder
-	for {
-		p, err := m.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return trace.Integrity{}, fmt.Errorf("merging dumps: %w", err)
-		}
-		mir, ok := m.Mirror()
-		if !ok {
-			return trace.Integrity{}, fmt.Errorf("merging dumps: packet without mirror metadata")
-		}
-		ic.Add(p.Index, mir)
-		sb.Reset()
-		fmt.Fprintf(&sb, "event=%s seq=%d", mir.Event, mir.Seq)
-		if conn, iter, ok := raw.annotate(mir.Seq); ok && conn >= 0 {
-			if iter > 0 {
-				fmt.Fprintf(&sb, " iter=%d", iter)
-			}
-			fmt.Fprintf(&sb, " qp=%d", conn+base)
-		}
-		if err := w.WritePacket(0, int64(mir.TimestampNs), p.Data, p.OrigLen, sb.String()); err != nil {
-			return trace.Integrity{}, fmt.Errorf("writing trace: %w", err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		return trace.Integrity{}, err
-	}
-	if err := bw.Flush(); err != nil {
-		return trace.Integrity{}, fmt.Errorf("writing trace: %w", err)
-	}
-	return ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE), nil
-}
-
-// checkTrace re-runs the integrity check over an existing trace.pcapng.
+// checkTrace runs the integrity check over trace.pcapng.
 func checkTrace(dir string, cf resultsdir.CountersFile) (trace.Integrity, error) {
 	f, err := trace.Open(filepath.Join(dir, resultsdir.FileTrace))
 	if err != nil {
@@ -346,3 +318,9 @@ func checkTrace(dir string, cf resultsdir.CountersFile) (trace.Integrity, error)
 	}
 	return ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE), nil
 }
+
+var (
+	badInputf = resultsdir.BadInputf
+	writeJSON = resultsdir.WriteJSON
+	readJSON  = resultsdir.ReadJSON
+)
