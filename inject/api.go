@@ -29,6 +29,17 @@ type ConnMeta struct {
 	NumMsgs       int
 }
 
+// Logic is what a switch runs on every frame: the event injector (*Switch), the simulator's DefaultSwitch or
+// the live switch's Learner. Process fills v (forwarded frames, extra delay, mirrored copy and its dumper) and
+// may keep no reference to frame after it returns; Flush releases frames it still holds (reorder) when traffic
+// ends or goes idle. Port 0 faces the requester, port 1 the responder. A logic that modifies a frame must
+// report an action in v.Event (anything but roce.EventNone): the receiving NIC then verifies the ICRC again
+// instead of trusting the one its peer computed. Drivers call it from one goroutine at a time.
+type Logic interface {
+	Process(now int64, inPort int, frame []byte, v *Verdict)
+	Flush(now int64) []Held
+}
+
 // PacketKind is the kind of packet an intent targets.
 type PacketKind uint8
 

@@ -72,8 +72,8 @@ const maxControlLine = 16 << 20
 
 // BuildFunc makes the switch logic from the metadata; InstallFunc puts it in the data path (Switch.Install).
 type (
-	BuildFunc   func(conns []inject.ConnMeta) (Logic, error)
-	InstallFunc func(ctx context.Context, l Logic) error
+	BuildFunc   func(conns []inject.ConnMeta) (inject.Logic, error)
+	InstallFunc func(ctx context.Context, l inject.Logic) error
 )
 
 // ServeControl accepts generators on ln until ctx is done. Each line a generator sends is one metadata message;

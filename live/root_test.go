@@ -70,7 +70,7 @@ type rig struct {
 	dumpDone chan error
 }
 
-func newRig(t *testing.T, logic Logic) *rig {
+func newRig(t *testing.T, logic inject.Logic) *rig {
 	t.Helper()
 	needNetns(t)
 	tb, err := NewTestbed(TestbedConfig{Tag: int(time.Now().UnixNano() % 1000)})
@@ -275,7 +275,7 @@ func TestNetnsControlPlaneDropByIter(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go ServeControl(ctx, ln, func(cs []inject.ConnMeta) (Logic, error) {
+	go ServeControl(ctx, ln, func(cs []inject.ConnMeta) (inject.Logic, error) {
 		return inject.New(inject.Config{Conns: cs, Intents: intents})
 	}, r.sw.Install)
 	rep, err := SendMetadata(ctx, ln.Addr().String(), meta)
@@ -355,7 +355,7 @@ func TestNetnsSoftwareRNICWriteGoBackN(t *testing.T) {
 			TxDepth: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7},
 		Dumpers:    1,
 		RunLimitNs: 10e9,
-		NewSwitch: func(cs []inject.ConnMeta) (netsim.SwitchLogic, error) {
+		NewSwitch: func(cs []inject.ConnMeta) (inject.Logic, error) {
 			return inject.New(inject.Config{Conns: cs, Intents: []inject.Intent{
 				{Conn: 0, Kind: inject.KindData, PSN: dropOff, Iter: 1, Action: roce.EventDrop}}})
 		},

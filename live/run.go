@@ -140,7 +140,7 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns run: control plane: %w", err)
 	}
-	build := func(cs []inject.ConnMeta) (Logic, error) {
+	build := func(cs []inject.ConnMeta) (inject.Logic, error) {
 		if sc.NewSwitch != nil {
 			return sc.NewSwitch(cs)
 		}

@@ -194,10 +194,10 @@ func TestControlPlane(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var installed []Logic
-	go ServeControl(ctx, ln, func(cs []inject.ConnMeta) (Logic, error) {
+	var installed []inject.Logic
+	go ServeControl(ctx, ln, func(cs []inject.ConnMeta) (inject.Logic, error) {
 		return inject.New(inject.Config{Conns: cs, Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 2, Action: roce.EventDrop}}})
-	}, func(_ context.Context, l Logic) error { installed = append(installed, l); return nil })
+	}, func(_ context.Context, l inject.Logic) error { installed = append(installed, l); return nil })
 	meta := []inject.ConnMeta{{Index: 0, Verb: "write", ReqIP: mustAddr("10.0.0.1"), RespIP: mustAddr("10.0.0.2"), ReqQPN: 3, RespQPN: 4, ReqIPSN: 77}}
 	rep, err := SendMetadata(ctx, ln.Addr().String(), meta)
 	if err != nil || !rep.Ready || rep.Entries != 1 || len(installed) != 1 {

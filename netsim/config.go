@@ -21,7 +21,7 @@ type Config struct {
 	Traffic         TrafficConfig
 	// NewSwitch builds the switch logic from the connections' runtime metadata. It is called once, after the
 	// metadata exchange and before any traffic (the paper's barrier). Nil means DefaultSwitch.
-	NewSwitch func(conns []inject.ConnMeta) (SwitchLogic, error)
+	NewSwitch func(conns []inject.ConnMeta) (inject.Logic, error)
 	// Dumpers is the number of dumpers (for DefaultSwitch); Dump receives every mirrored frame, which is only
 	// valid during the call. Nil discards.
 	Dumpers int

@@ -72,7 +72,7 @@ func TestDeterminism(t *testing.T) {
 	cfg.Traffic.MsgsPerConn = 5
 	cfg.Traffic.MsgSize = 20 * 1024
 	cfg.Traffic.TxDepth = 2
-	mk := func() func([]inject.ConnMeta) (SwitchLogic, error) {
+	mk := func() func([]inject.ConnMeta) (inject.Logic, error) {
 		return newTestSwitch(&rule{conn: 1, psnOff: 7, action: tDrop, times: 1}, &rule{conn: 2, every: 9, action: tECN})
 	}
 	cfg.NewSwitch = mk()
@@ -243,14 +243,14 @@ func TestRandomConfigs(t *testing.T) {
 }
 
 // TestDefaultSwitchFastPath: the switch node's in-place mirroring for DefaultSwitch gives the trace that
-// DefaultSwitch.Process gives through the generic SwitchLogic path.
+// DefaultSwitch.Process gives through the generic inject.Logic path.
 func TestDefaultSwitchFastPath(t *testing.T) {
 	cfg := baseConfig(t, "cx5", "cx5")
 	cfg.Traffic.NumConns = 3
 	cfg.Traffic.MsgsPerConn = 3
 	cfg.Dumpers = 3
 	fast, n := traceHash(t, cfg)
-	cfg.NewSwitch = func([]inject.ConnMeta) (SwitchLogic, error) {
+	cfg.NewSwitch = func([]inject.ConnMeta) (inject.Logic, error) {
 		return struct{ *DefaultSwitch }{NewDefaultSwitch(3)}, nil
 	}
 	generic, m := traceHash(t, cfg)

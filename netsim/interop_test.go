@@ -15,7 +15,7 @@ func interopRun(t *testing.T, req, resp string, fixMigReq bool) (*Result, uint64
 	cfg.Traffic.MsgsPerConn = 5
 	cfg.Traffic.MsgSize = 100 * 1024
 	cfg.RunLimitNs = 30e9
-	cfg.NewSwitch = func(c []inject.ConnMeta) (SwitchLogic, error) {
+	cfg.NewSwitch = func(c []inject.ConnMeta) (inject.Logic, error) {
 		return &testSwitch{DefaultSwitch: DefaultSwitch{Dumpers: 2}, conns: c, setMigReq: fixMigReq}, nil
 	}
 	res, _ := run(t, cfg)

@@ -7,17 +7,6 @@ import (
 	"github.com/lumina-go/lumina/roce"
 )
 
-// SwitchLogic is what the simulated switch runs on every frame: the event injector (inject.Switch) or, without
-// events, DefaultSwitch. Process fills v (forwarded frames, extra delay, mirrored copy and its dumper) and may
-// keep no reference to frame after it returns; Flush releases frames it still holds (reorder) at the end.
-// Port 0 faces the requester, port 1 the responder. A logic that modifies a frame must report an action in
-// v.Event (anything but roce.EventNone): the receiving NIC then verifies the ICRC again instead of trusting
-// the one its peer computed.
-type SwitchLogic interface {
-	Process(now int64, inPort int, frame []byte, v *inject.Verdict)
-	Flush(now int64) []inject.Held
-}
-
 // DefaultSwitch forwards every frame unchanged and mirrors every RoCE frame with Lumina's metadata (event 0,
 // sequence number in the source MAC, ingress timestamp in the destination MAC) to dumpers in round robin.
 type DefaultSwitch struct {
@@ -36,7 +25,7 @@ func NewDefaultSwitch(n int) *DefaultSwitch {
 	return &DefaultSwitch{Dumpers: n}
 }
 
-// Process implements SwitchLogic.
+// Process implements inject.Logic.
 func (d *DefaultSwitch) Process(now int64, inPort int, frame []byte, v *inject.Verdict) {
 	d.fwd[0] = frame
 	*v = inject.Verdict{Forward: d.fwd[:], OutPort: 1 - inPort, Dumper: -1, Conn: -1}
@@ -53,7 +42,7 @@ func (d *DefaultSwitch) Process(now int64, inPort int, frame []byte, v *inject.V
 	d.next = (d.next + 1) % max(d.Dumpers, 1)
 }
 
-// Flush implements SwitchLogic; the default switch holds nothing.
+// Flush implements inject.Logic; the default switch holds nothing.
 func (d *DefaultSwitch) Flush(int64) []inject.Held { return nil }
 
 // isRoCEv2 reports whether an untagged IPv4 frame is UDP to 4791 (all frames netsim builds are untagged IPv4).
@@ -79,7 +68,7 @@ func writeMirrorMeta(f []byte, seq, ts uint64, ev uint8) {
 // switchNode is the simulated switch: ingress counters, the logic, mirroring at ingress (before any drop), and
 // a fixed pipeline latency before the egress link.
 type switchNode struct {
-	logic     SwitchLogic
+	logic     inject.Logic
 	def       *DefaultSwitch // logic, when it is the default: mirrored in place, without a copy
 	v         inject.Verdict
 	latencyNs int64

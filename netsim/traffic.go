@@ -282,7 +282,7 @@ func Run(cfg Config) (*Result, error) {
 	for _, h := range s.hosts {
 		h.capClasses()
 	}
-	logic := SwitchLogic(nil)
+	logic := inject.Logic(nil)
 	if cfg.NewSwitch != nil {
 		l, err := cfg.NewSwitch(s.connMeta())
 		if err != nil {

@@ -229,11 +229,11 @@ func TestBarrierAndMultiGID(t *testing.T) {
 	}
 }
 
-// TestWithInjector drives the real event injector (package inject) through SwitchLogic: a drop intent on
+// TestWithInjector drives the real event injector (package inject) through inject.Logic: a drop intent on
 // connection 0 causes exactly one retransmission round.
 func TestWithInjector(t *testing.T) {
 	cfg := baseConfig(t, "cx6dx", "cx6dx")
-	cfg.NewSwitch = func(conns []inject.ConnMeta) (SwitchLogic, error) {
+	cfg.NewSwitch = func(conns []inject.ConnMeta) (inject.Logic, error) {
 		return inject.New(inject.Config{Conns: conns, DumperWeights: []int{1, 1},
 			Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 4, Iter: 1, Action: roce.EventDrop}}})
 	}
@@ -329,7 +329,7 @@ func TestLossyLinks(t *testing.T) {
 func TestInjectorReorderDuplicateDelay(t *testing.T) {
 	cfg := baseConfig(t, "cx6dx", "cx6dx")
 	cfg.Traffic.MsgsPerConn = 2
-	cfg.NewSwitch = func(conns []inject.ConnMeta) (SwitchLogic, error) {
+	cfg.NewSwitch = func(conns []inject.ConnMeta) (inject.Logic, error) {
 		return inject.New(inject.Config{Conns: conns, DumperWeights: []int{1}, Intents: []inject.Intent{
 			{Conn: 0, Kind: inject.KindData, PSN: 2, Iter: 1, Action: roce.EventReorder, Behind: 2},
 			// The reorder's recovery starts ITER 2 on the connection: the later intents match any round.

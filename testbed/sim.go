@@ -209,7 +209,7 @@ func switchSetup(sc *scenario.Scenario, cfg *netsim.Config) (*recorder, *error, 
 	cfg.Dumpers = len(weights)
 	rec := &recorder{}
 	injectErr := new(error)
-	cfg.NewSwitch = func(conns []inject.ConnMeta) (netsim.SwitchLogic, error) {
+	cfg.NewSwitch = func(conns []inject.ConnMeta) (inject.Logic, error) {
 		sw, err := inject.New(inject.Config{
 			Conns:         conns,
 			Intents:       intents,

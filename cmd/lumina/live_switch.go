@@ -89,7 +89,7 @@ which it also refreshes every second).`,
 			if len(dumpers) == 0 {
 				weights = nil
 			}
-			var logic live.Logic
+			var logic inject.Logic
 			if learn {
 				l, err := live.NewLearner(live.LearnConfig{Intents: intents, DumperWeights: weights, RewritePort: rewrite, Seed: seed, TableCapacity: capacity})
 				if err != nil {
@@ -119,7 +119,7 @@ which it also refreshes every second).`,
 				if err != nil {
 					return badInput("--control %s: %v", control, err)
 				}
-				build := func(cs []inject.ConnMeta) (live.Logic, error) {
+				build := func(cs []inject.ConnMeta) (inject.Logic, error) {
 					return inject.New(inject.Config{Conns: cs, Intents: intents, DumperWeights: weights, RewritePort: rewrite, Seed: seed, TableCapacity: capacity})
 				}
 				go func() {
