@@ -75,15 +75,3 @@ func (e *SimEvaluator) Evaluate(ctx context.Context, w Workload, seed uint64) (M
 	}
 	return m, nil
 }
-
-// The simulated evaluator serves every embedded profile that describes its micro-architecture.
-func init() {
-	for _, name := range rnic.ProfileNames() {
-		e, err := NewSimEvaluator(name)
-		if err != nil {
-			continue // no micro section: nothing to evaluate on
-		}
-		// The evaluator is immutable, so every search may share it.
-		RegisterEvaluator(name, func() Evaluator { return e })
-	}
-}
