@@ -1,8 +1,8 @@
 // Package inject is the event-injecting switch's logic, independent of what drives it: the translation of a
-// scenario's intents plus the traffic generators' runtime metadata into exact match entries (Lumina paper §3.3,
-// Figure 2), ITER tracking per connection, the actions (drop, ECN mark, corrupt, and beyond Lumina: delay,
-// reorder, duplicate, header rewrite; on data, ACK, NAK, CNP and READ-request packets), and mirroring with
-// Lumina's metadata to a weighted-round-robin pool of dumpers.
+// scenario's events into intents (Intents) and of intents plus the traffic generators' runtime metadata into
+// exact match entries (Lumina paper §3.3, Figure 2), ITER tracking per connection, the actions (drop, ECN mark,
+// corrupt, and beyond Lumina: delay, reorder, duplicate, header rewrite; on data, ACK, NAK, CNP and READ-request
+// packets), and mirroring with Lumina's metadata to a weighted-round-robin pool of dumpers.
 //
 // It is pure: Process takes the current time and a frame and says what to do. The simulator's switch and a
 // real-time software switch drive the same code.
