@@ -21,6 +21,7 @@ const module = "github.com/lumina-go/lumina/"
 // Programs (cmd/..., bench/..., scripts/..., verbs/cmd/...) are the wiring and may import any library package.
 var allowed = map[string][]string{
 	"roce":            {},
+	"internal/script": {},
 	"trace":           {"roce"},
 	"scenario":        {"roce"},
 	"inject":          {"roce", "scenario"},
