@@ -206,3 +206,14 @@ func ParseSACK(payload []byte) (roce.PSN, bool) {
 	}
 	return roce.PSN(uint32(payload[1])<<16 | uint32(payload[2])<<8 | uint32(payload[3])), true
 }
+
+// oooSlot is one out-of-order packet an IRN responder keeps until the gap before it fills.
+type oooSlot struct {
+	psn      roce.PSN
+	ok       bool
+	last     bool
+	recvDone bool // SEND/WRITE-with-immediate last packet: a receive completion on delivery
+	imm      uint32
+	read     bool // a READ request: executed on delivery
+	reth     roce.RETH
+}
