@@ -63,7 +63,8 @@ type QPStats struct {
 	CNPsHandled                       uint64
 }
 
-// QP is one RC queue pair: requester and responder state machines, pure (see the package doc).
+// QP is one RC queue pair: requester and responder state machines, pure (see the package doc). Each role keeps
+// its state in its own type, with the invariants a test helper checks after every step (invariants_test.go).
 type QP struct {
 	cfg   QPConfig
 	prof  *Profile
@@ -73,53 +74,9 @@ type QP struct {
 	stats QPStats
 	rng   *rand.Rand
 
-	// requester
-	sq         []wqe
-	head       int // oldest incomplete WQE
-	txIdx      int // cursor: WQE index of the next packet to send
-	txOff      int // cursor: packet offset within sq[txIdx]
-	nextAssign roce.PSN
-	sndUna     roce.PSN // oldest unacknowledged PSN
-	sndNxt     roce.PSN // one past the highest PSN sent
-	msgs       int      // work requests posted
-
-	retries     int      // consecutive retries without progress
-	retryMark   roce.PSN // progress = an acknowledgement at or past this PSN
-	rnrRetries  int
-	rnrWait     bool
-	firstTO     int64 // drawn first timeout after progress (scan mode)
-	tStart      Time  // retransmission timer reference
-	timerArmed  bool
-	timerAt     Time
-	toMsgs      int // messages that needed a timeout (adaptive accounting)
-	inReadGap   bool
-	readGapPSN  roce.PSN
-	readsIssued int
-
-	// IRN requester
-	sacked      bitset
-	inRecovery  bool
-	recoverSeq  roce.PSN
-	highSACK    roce.PSN
-	retxCursor  roce.PSN
-	retxPending bool // a retransmission of retxCursor is due
-
-	// responder
-	ePSN     roce.PSN
-	msn      uint32
-	nakState bool // a NAK (sequence error or RNR) is outstanding: discard out-of-order packets silently
-	recvWQEs int
-	rmsg     int // messages received (responder message index)
-	inMsg    bool
-	msgFirst roce.PSN // first PSN of the message in progress
-	msgLen   int      // WRITE: RETH length of the message in progress, -1 unknown
-	sinceAck int
-	rq       []respItem
-	rqHead   int
-	reads    [64]readRec
-	readsN   int
-	// IRN responder: out-of-order packets kept, indexed by PSN modulo the ring size.
-	ooo []oooSlot
+	requester // requester.go; IRN's selective repeat in irn.go
+	responder // responder.go; IRN's out-of-order buffer in irn.go
+	irnState
 
 	rp  rp
 	flt faultState // test-only injected faults (faults.go)

@@ -10,6 +10,36 @@ import (
 // move the window, READ responses are checked for gaps, and the retransmission timer with IB's retry
 // accounting and NVIDIA's adaptive retransmission.
 
+// requester is the send side's state: the send queue, the PSN window and the retransmission accounting.
+type requester struct {
+	sq []wqe
+	// Invariant: 0 <= head <= txIdx <= len(sq); when txIdx < len(sq), 0 <= txOff < sq[txIdx].npkts, else
+	// txOff == 0.
+	head       int // oldest incomplete WQE
+	txIdx      int // cursor: WQE index of the next packet to send
+	txOff      int // cursor: packet offset within sq[txIdx]
+	nextAssign roce.PSN
+	// Invariant: sndUna <= sndNxt <= nextAssign (serial arithmetic): nothing is acknowledged before it is
+	// sent, nothing is sent before a work request assigned its PSN.
+	sndUna roce.PSN // oldest unacknowledged PSN
+	sndNxt roce.PSN // one past the highest PSN sent
+	msgs   int      // work requests posted
+
+	// Invariant: retries >= 0 and rnrRetries >= 0.
+	retries     int      // consecutive retries without progress
+	retryMark   roce.PSN // progress = an acknowledgement at or past this PSN
+	rnrRetries  int
+	rnrWait     bool
+	firstTO     int64 // drawn first timeout after progress (scan mode)
+	tStart      Time  // retransmission timer reference
+	timerArmed  bool
+	timerAt     Time
+	toMsgs      int // messages that needed a timeout (adaptive accounting)
+	inReadGap   bool
+	readGapPSN  roce.PSN
+	readsIssued int
+}
+
 // wqe is one posted work request on the requester side.
 type wqe struct {
 	wr       WorkRequest

@@ -5,6 +5,27 @@ import "github.com/lumina-go/lumina/roce"
 // The responder: requests are accepted in PSN order (go-back-N; IRN's out-of-order buffer is in irn.go), ACKs
 // are coalesced, NAKs sent once per gap, READs executed into an ordered output queue with the ACKs.
 
+// responder is the receive side's state: the expected PSN, the message in progress and the ordered output
+// queue of ACKs, NAKs and READ responses.
+type responder struct {
+	ePSN     roce.PSN
+	msn      uint32
+	nakState bool // a NAK (sequence error or RNR) is outstanding: discard out-of-order packets silently
+	recvWQEs int
+	rmsg     int // messages received (responder message index)
+	inMsg    bool
+	msgFirst roce.PSN // first PSN of the message in progress
+	// Invariant: msgLen >= -1.
+	msgLen   int // WRITE: RETH length of the message in progress, -1 unknown
+	sinceAck int
+	// Invariant: 0 <= rqHead <= len(rq) and len(rq)-rqHead <= maxRespItems.
+	rq     []respItem
+	rqHead int
+	// Invariant: readsN >= 0; reads holds the last min(readsN, len(reads)) READ requests.
+	reads  [64]readRec
+	readsN int
+}
+
 // item kinds of the responder's output queue.
 const (
 	itemAck = iota

@@ -68,6 +68,7 @@ func opName(op roce.Opcode) string {
 }
 
 func (d *qpDriver) step(t *testing.T, c *ds.Case) string {
+	defer func() { checkInvariants(t, c.Pos, d.q) }()
 	if c.Cmd != "new" && d.q == nil {
 		t.Fatalf("%s: %s before new", c.Pos, c.Cmd)
 	}
