@@ -22,11 +22,12 @@ const module = "github.com/lumina-go/lumina/"
 var allowed = map[string][]string{
 	"roce":            {},
 	"internal/script": {},
+	"internal/des":    {},
 	"trace":           {"roce"},
 	"scenario":        {"roce"},
 	"inject":          {"roce", "scenario"},
 	"rnic":            {"roce"},
-	"netsim":          {"roce", "rnic", "inject"},
+	"netsim":          {"roce", "rnic", "inject", "internal/des"},
 	"live":            {"roce", "rnic", "inject", "trace"},
 	"verbs":           {"roce", "rnic", "inject", "scenario"},
 	"testbed":         {"roce", "rnic", "inject", "scenario", "trace", "netsim", "live", "verbs", "resultsdir"},

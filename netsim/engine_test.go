@@ -12,33 +12,6 @@ import (
 	"github.com/lumina-go/lumina/roce"
 )
 
-func TestEventOrder(t *testing.T) {
-	var q eventQueue
-	r := rand.New(rand.NewPCG(1, 2))
-	type key struct{ at, id int64 }
-	var want []key
-	for i := 0; i < 2000; i++ {
-		at := int64(r.IntN(50)) // many ties
-		q.push(event{at: at, aux: int32(i)})
-		want = append(want, key{at, int64(i)})
-	}
-	// Expected total order: time, then insertion order.
-	for i := 1; i < len(want); i++ {
-		for j := i; j > 0 && (want[j].at < want[j-1].at); j-- {
-			want[j], want[j-1] = want[j-1], want[j]
-		}
-	}
-	for i, w := range want {
-		e := q.pop()
-		if e.at != w.at || int64(e.aux) != w.id {
-			t.Fatalf("pop %d: (%d, %d): want (%d, %d)", i, e.at, e.aux, w.at, w.id)
-		}
-	}
-	if q.len() != 0 {
-		t.Fatalf("%d events left: want 0", q.len())
-	}
-}
-
 func TestSubSeedIndependent(t *testing.T) {
 	a, b := SubSeed(7, "qpn/requester"), SubSeed(7, "qpn/responder")
 	if a == b || SubSeed(8, "qpn/requester") == a {

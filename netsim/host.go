@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
+	"github.com/lumina-go/lumina/internal/des"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -82,8 +83,8 @@ type host struct {
 	order   []int32 // strict classes by descending TC, then ETS classes
 	vtime   float64
 
-	ctrlQ      ring
-	pipe       ring
+	ctrlQ      des.Ring[int32]
+	pipe       des.Ring[int32]
 	pipeBytes  int
 	pipeCap    int
 	pipeCapB   int
@@ -109,7 +110,7 @@ type ring64 struct {
 	head, size int
 }
 
-func (r *ring64) push(v int64) {
+func (r *ring64) Push(v int64) {
 	if r.size == len(r.buf) {
 		n := make([]int64, 2*len(r.buf)+8)
 		for i := 0; i < r.size; i++ {
@@ -269,7 +270,7 @@ func (h *host) fill(s *sim) {
 	}
 	h.filling = true
 	var wake int64 = -1
-	for h.pipe.size < h.pipeCap && (h.pipeCapB == 0 || h.pipeBytes < h.pipeCapB) {
+	for h.pipe.Len() < h.pipeCap && (h.pipeCapB == 0 || h.pipeBytes < h.pipeCapB) {
 		qi, ci, w := h.pick(s.now)
 		wake = w
 		if qi < 0 {
@@ -292,9 +293,9 @@ func (h *host) fill(s *sim) {
 		if h.pkt.Opcode.IsReadRequest() && qs.holdReadReq {
 			// A READ re-request after a response gap leaves after the read NAK generation delay.
 			qs.holdReadReq = false
-			s.q.push(event{at: max(qs.holdUntil, s.now), kind: evHeldTx, obj: h.id, arg: slot})
+			s.q.Push(des.Event{At: max(qs.holdUntil, s.now), Kind: evHeldTx, Obj: h.id, Arg: slot})
 		} else {
-			h.pipe.push(slot)
+			h.pipe.Push(slot)
 			h.pipeBytes += n
 		}
 		if h.pkt.Opcode.CarriesPayload() {
@@ -318,9 +319,9 @@ func (h *host) fill(s *sim) {
 	}
 	h.filling = false
 	h.trySend(s)
-	if wake >= 0 && h.pipe.size < h.pipeCap && (h.kickAt <= s.now || wake < h.kickAt) {
+	if wake >= 0 && h.pipe.Len() < h.pipeCap && (h.kickAt <= s.now || wake < h.kickAt) {
 		h.kickAt = wake
-		s.q.push(event{at: wake, kind: evHostKick, obj: h.id})
+		s.q.Push(des.Event{At: wake, Kind: evHostKick, Obj: h.id})
 	}
 }
 
@@ -347,10 +348,10 @@ func (h *host) controlPacket(s *sim, qs *qpState) bool {
 	at := max(s.now+hold, qs.ctrlReadyAt)
 	qs.ctrlReadyAt = at
 	if at == s.now {
-		h.ctrlQ.push(slot)
+		h.ctrlQ.Push(slot)
 		return true
 	}
-	s.q.push(event{at: at, kind: evHostCtrl, obj: h.id, arg: slot})
+	s.q.Push(des.Event{At: at, Kind: evHostCtrl, Obj: h.id, Arg: slot})
 	return true
 }
 
@@ -361,10 +362,10 @@ func (h *host) trySend(s *sim) {
 	}
 	var slot int32
 	switch {
-	case h.ctrlQ.size > 0:
-		slot = h.ctrlQ.pop()
-	case h.pipe.size > 0:
-		slot = h.pipe.pop()
+	case h.ctrlQ.Len() > 0:
+		slot = h.ctrlQ.Pop()
+	case h.pipe.Len() > 0:
+		slot = h.pipe.Pop()
 		h.pipeBytes -= len(s.frames.bufs[slot])
 	default:
 		return
@@ -483,11 +484,11 @@ func (h *host) sendCNP(s *sim, qs *qpState, delay int64) {
 	at := max(s.now+delay, qs.ctrlReadyAt)
 	qs.ctrlReadyAt = at
 	if at == s.now {
-		h.ctrlQ.push(slot)
+		h.ctrlQ.Push(slot)
 		h.trySend(s)
 		return
 	}
-	s.q.push(event{at: at, kind: evHostCtrl, obj: h.id, arg: slot})
+	s.q.Push(des.Event{At: at, Kind: evHostCtrl, Obj: h.id, Arg: slot})
 }
 
 // arrive is a frame's last bit reaching the NIC: port counters, slow paths, ICRC, ECN, then the receive
@@ -557,7 +558,7 @@ func (h *host) arrive(s *sim, f int32) {
 			return
 		}
 		done := max(last, s.now) + a.ServiceNs
-		h.apmDone.push(done)
+		h.apmDone.Push(done)
 		delay += done - s.now
 	}
 	if op.IsAck() && m.AETH.IsNAK() && !qs.dataSink {
@@ -572,7 +573,7 @@ func (h *host) arrive(s *sim, f int32) {
 		h.rxReady(s, f, qi)
 		return
 	}
-	s.q.push(event{at: at, kind: evHostRxReady, obj: h.id, arg: f, aux: qi})
+	s.q.Push(des.Event{At: at, Kind: evHostRxReady, Obj: h.id, Arg: f, Aux: qi})
 }
 
 // inFirstMessage reports whether a request PSN lies in the first message of the QP's receive PSN space.
@@ -610,7 +611,7 @@ func (h *host) handleOut(s *sim, qs *qpState) {
 		// re-arming on every ACK does not fill the queue with stale timers.
 		if qs.timerEv[k] < 0 || at < qs.timerEv[k] {
 			qs.timerEv[k] = at
-			s.q.push(event{at: at, kind: evQPTimer, obj: h.id, arg: qs.idx, aux: int32(k)})
+			s.q.Push(des.Event{At: at, Kind: evQPTimer, Obj: h.id, Arg: qs.idx, Aux: int32(k)})
 		}
 	}
 	if o.NAKSent {
@@ -645,7 +646,7 @@ func (h *host) readGap(s *sim, qs *qpState) {
 	if n := &h.prof.Noisy; n.Enabled {
 		backlog, last := h.noisyDone.expire(s.now)
 		done := max(last, s.now) + n.ServiceNs
-		h.noisyDone.push(done)
+		h.noisyDone.Push(done)
 		if backlog+1 > n.BacklogThreshold && backlog <= n.BacklogThreshold {
 			// Crossing the threshold stalls the receive pipeline once; a backlog that stays high does not
 			// stall it again (seed 000 §6.2.2 counted ~107 discards at i=12, about one stall at 40 Gb/s).
@@ -670,7 +671,7 @@ func (h *host) timer(s *sim, qi int32, k int32) {
 		return
 	case at > s.now:
 		qs.timerEv[k] = at
-		s.q.push(event{at: at, kind: evQPTimer, obj: h.id, arg: qi, aux: k})
+		s.q.Push(des.Event{At: at, Kind: evQPTimer, Obj: h.id, Arg: qi, Aux: k})
 		return
 	}
 	qs.timerAt[k] = -1

@@ -40,9 +40,9 @@ func (c *setAssoc) lookup(key uint64) bool {
 // heap64 is a binary min-heap of times (the completion times of outstanding PCIe reads).
 type heap64 struct{ h []int64 }
 
-func (q *heap64) len() int { return len(q.h) }
+func (q *heap64) Len() int { return len(q.h) }
 
-func (q *heap64) push(v int64) {
+func (q *heap64) Push(v int64) {
 	q.h = append(q.h, v)
 	i := len(q.h) - 1
 	for i > 0 {
@@ -56,7 +56,7 @@ func (q *heap64) push(v int64) {
 	q.h[i] = v
 }
 
-func (q *heap64) pop() int64 {
+func (q *heap64) Pop() int64 {
 	top := q.h[0]
 	n := len(q.h) - 1
 	last := q.h[n]

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/internal/des"
 	"github.com/lumina-go/lumina/roce"
 )
 
@@ -115,7 +116,7 @@ func (sw *switchNode) arrive(s *sim, port int, f int32) {
 		at := s.now + sw.latencyNs
 		if i == 0 && v.DelayNs > 0 {
 			// A delayed frame takes its place in the egress FIFO when it is released.
-			s.q.push(event{at: at + v.DelayNs, kind: evSwitchFwd, obj: int32(outPort), arg: slot})
+			s.q.Push(des.Event{At: at + v.DelayNs, Kind: evSwitchFwd, Obj: int32(outPort), Arg: slot})
 			continue
 		}
 		sw.forward(s, outPort, slot, at, isRoCE)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/internal/des"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -299,7 +300,7 @@ func Run(cfg Config) (*Result, error) {
 	res := &Result{Conns: s.connMeta()}
 	res.Counters.Requester.Start = s.hosts[0].ctr.Snapshot()
 	res.Counters.Responder.Start = s.hosts[1].ctr.Snapshot()
-	s.q.push(event{at: 0, kind: evPost})
+	s.q.Push(des.Event{At: 0, Kind: evPost})
 	if err := s.loop(); err != nil {
 		return nil, err
 	}
