@@ -30,11 +30,12 @@ var allowed = map[string][]string{
 	"netsim":          {"roce", "rnic", "inject", "internal/des"},
 	"live":            {"roce", "rnic", "inject", "trace"},
 	"verbs":           {"roce", "rnic", "inject", "scenario"},
-	"testbed":         {"roce", "rnic", "inject", "scenario", "trace", "netsim", "live", "verbs", "resultsdir"},
+	"testbed":         {"roce", "rnic", "inject", "scenario", "trace", "netsim", "micro", "live", "verbs", "resultsdir"},
 	"resultsdir":      {"inject"},
 	"analyze":         {"roce", "rnic", "trace"},
 	"analyze/summary": {"roce", "trace"},
-	"search":          {"roce", "rnic", "netsim"},
+	"micro":           {"roce", "rnic", "internal/des"},
+	"search":          {"roce", "rnic", "micro"},
 	"verdict":         {"roce", "rnic", "scenario", "trace", "analyze", "resultsdir"},
 	"report":          {"analyze", "analyze/summary", "verdict", "resultsdir"},
 }
@@ -65,6 +66,8 @@ var never = []struct{ from, to, why string }{
 	{"scenario", "testbed", "data flows one way"},
 	{"netsim", "testbed", "data flows one way"},
 	{"netsim", "trace", "the simulator hands mirrored frames to the testbed, which writes the dumps"},
+	{"micro", "netsim", "two models side by side: they share the engine (internal/des), not each other"},
+	{"netsim", "micro", "two models side by side: they share the engine (internal/des), not each other"},
 	{"*", "cmd", "nothing imports a program"},
 }
 

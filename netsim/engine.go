@@ -3,6 +3,8 @@ package netsim
 import (
 	"errors"
 	"fmt"
+
+	"github.com/lumina-go/lumina/internal/des"
 )
 
 // evKind is the type of a scheduled event (des.Event.Kind); events are plain structs so scheduling allocates
@@ -22,8 +24,8 @@ const (
 )
 
 // ErrRunLimit is returned (wrapped) when a run reaches its simulated-time or event-count limit before the traffic
-// finished.
-var ErrRunLimit = errors.New("run limit reached")
+// finished (the engine's sentinel, shared with package micro).
+var ErrRunLimit = des.ErrRunLimit
 
 // ErrStalled is returned (wrapped) when no event is pending but the traffic has not finished.
 var ErrStalled = errors.New("simulation stalled")

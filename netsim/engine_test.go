@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/micro"
 	"github.com/lumina-go/lumina/roce"
 )
 
@@ -229,5 +230,13 @@ func TestDefaultSwitchFastPath(t *testing.T) {
 	generic, m := traceHash(t, cfg)
 	if fast != generic || n != m || n == 0 {
 		t.Fatalf("fast path %d frames %x, generic %d frames %x: want identical", n, fast[:8], m, generic[:8])
+	}
+}
+
+// The micro-architecture model describes the same testbed by default.
+func TestMicroDefaultsMatch(t *testing.T) {
+	if micro.DefaultPropagationNs != DefaultPropagationNs || micro.DefaultSwitchLatencyNs != DefaultSwitchLatencyNs {
+		t.Errorf("micro's testbed defaults %d/%d ns differ from netsim's %d/%d ns", micro.DefaultPropagationNs,
+			micro.DefaultSwitchLatencyNs, DefaultPropagationNs, DefaultSwitchLatencyNs)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/micro"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 )
@@ -24,7 +24,7 @@ func runWorkload(sc *scenario.Scenario, opts Options) error {
 	if err := prepareDir(opts.OutDir); err != nil {
 		return err
 	}
-	var cfg netsim.WorkloadConfig
+	var cfg micro.WorkloadConfig
 	for i, h := range []struct {
 		name string
 		nic  string
@@ -41,11 +41,11 @@ func runWorkload(sc *scenario.Scenario, opts Options) error {
 	}
 	w := sc.Workload
 	cfg.Seed = sc.Seed
-	cfg.Workload = netsim.Workload{QPType: w.QPType, Opcode: w.Opcode, NumQPs: w.NumQPs, MTU: w.MTU,
+	cfg.Workload = micro.Workload{QPType: w.QPType, Opcode: w.Opcode, NumQPs: w.NumQPs, MTU: w.MTU,
 		WQEBatch: w.WQEBatch, SGE: w.SGE, WQDepth: w.WQDepth, NumMRs: w.NumMRs, MRSize: w.MRSize,
 		MsgSizes: w.MsgSizes, Direction: w.Direction, Memory: w.Memory}
 	cfg.LinkGbps, cfg.PropagationNs, cfg.SwitchLatencyNs = sc.Network.LinkGbps, sc.Network.PropagationNs, sc.Network.SwitchLatencyNs
-	r, err := netsim.RunWorkload(cfg)
+	r, err := micro.RunWorkload(cfg)
 	if err != nil {
 		return fmt.Errorf("simulating the workload: %w", err)
 	}
@@ -81,7 +81,7 @@ func runWorkload(sc *scenario.Scenario, opts Options) error {
 }
 
 // workloadAnalysis derives the monitor's view from the model's window counters.
-func workloadAnalysis(sc *scenario.Scenario, r *netsim.WorkloadResult) *resultsdir.WorkloadAnalysis {
+func workloadAnalysis(sc *scenario.Scenario, r *micro.WorkloadResult) *resultsdir.WorkloadAnalysis {
 	wa := &resultsdir.WorkloadAnalysis{WindowUs: float64(r.WindowNs) / 1e3, LimitGbps: r.LimitGbps, LimitMpps: r.LimitMpps,
 		Symptom: "none"}
 	for i, name := range []string{"requester", "responder"} {

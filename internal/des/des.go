@@ -3,6 +3,20 @@
 // FIFO. Nothing here reads a clock: time is whatever integer the simulator counts in.
 package des
 
+import "errors"
+
+// ErrRunLimit is returned (wrapped) when a run reaches its simulated-time or event-count limit before the
+// traffic finished.
+var ErrRunLimit = errors.New("run limit reached")
+
+// SplitMix64 is a bijective mixer: nearby seeds give unrelated sub-seeds, nearby keys unrelated hashes.
+func SplitMix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
 // Event is one scheduled occurrence. Obj, Arg and Aux are interpreted by Kind, which each simulator defines
 // (a link or host id, a frame slot, a QP index, a timer generation...).
 type Event struct {

@@ -1,4 +1,4 @@
-package netsim
+package micro
 
 import (
 	"fmt"
@@ -11,6 +11,16 @@ import (
 // The micro-architecture model runs in picoseconds: at 200 Gb/s a byte takes 40 ps, and nanosecond rounding
 // per frame would bias the rates by a few percent.
 const psPerNs = 1000
+
+// DefaultPropagationNs and DefaultSwitchLatencyNs are the paper's testbed, as in netsim (a netsim test holds
+// the two packages' values equal).
+const (
+	DefaultPropagationNs   = 100
+	DefaultSwitchLatencyNs = 300
+)
+
+// evKind is the type of a scheduled event (des.Event.Kind).
+type evKind = uint8
 
 // Event kinds of the workload model (its own queue; the values only need to differ among themselves).
 const (
@@ -238,7 +248,7 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 		s.now = e.At
 		s.events++
 		if s.events > cfg.MaxEvents {
-			return nil, fmt.Errorf("%w: event limit %d at simulated time %d ns", ErrRunLimit, cfg.MaxEvents, s.now/psPerNs)
+			return nil, fmt.Errorf("%w: event limit %d at simulated time %d ns", des.ErrRunLimit, cfg.MaxEvents, s.now/psPerNs)
 		}
 		if e.Kind == mevWindowEnd {
 			break

@@ -1,4 +1,6 @@
-package netsim
+package micro
+
+import "github.com/lumina-go/lumina/internal/des"
 
 // setAssoc is an 8-way set-associative cache of keys with LRU replacement in each set, the shape of a NIC's
 // context caches. Lookups allocate nothing; a cyclic access pattern wider than the cache misses every time,
@@ -21,7 +23,7 @@ func newSetAssoc(entries int) setAssoc {
 // lookup reports whether key is cached and inserts it (evicting its set's least recently used entry) if not.
 func (c *setAssoc) lookup(key uint64) bool {
 	c.clock++
-	base := splitmix64(key) % c.sets * cacheWays
+	base := des.SplitMix64(key) % c.sets * cacheWays
 	victim := base
 	for i := base; i < base+cacheWays; i++ {
 		if c.tags[i] == key+1 {

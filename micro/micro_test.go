@@ -1,4 +1,4 @@
-package netsim
+package micro
 
 import (
 	"reflect"
