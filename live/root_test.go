@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
@@ -347,11 +347,11 @@ func TestNetnsSoftwareRNICWriteGoBackN(t *testing.T) {
 		t.Fatal(err)
 	}
 	const dropOff = 5
-	cfg := NetnsConfig{OutDir: t.TempDir(), Sim: netsim.Config{
+	cfg := NetnsConfig{OutDir: t.TempDir(), Sim: lab.Config{
 		Seed:      7,
-		Requester: netsim.HostConfig{Profile: prof, IPs: []netip.Addr{reqIP}},
-		Responder: netsim.HostConfig{Profile: prof, IPs: []netip.Addr{respIP}},
-		Traffic: netsim.TrafficConfig{Verb: "write", NumConns: 1, MsgsPerConn: 4, MsgSize: 4096, MTU: 1024,
+		Requester: lab.HostConfig{Profile: prof, IPs: []netip.Addr{reqIP}},
+		Responder: lab.HostConfig{Profile: prof, IPs: []netip.Addr{respIP}},
+		Traffic: lab.TrafficConfig{Verb: "write", NumConns: 1, MsgsPerConn: 4, MsgSize: 4096, MTU: 1024,
 			TxDepth: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7},
 		Dumpers:    1,
 		RunLimitNs: 10e9,
@@ -365,7 +365,7 @@ func TestNetnsSoftwareRNICWriteGoBackN(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc := res.PerConn[0]
-	if pc.Status != netsim.StatusOK || pc.Completed != 4 || len(pc.MCTNs) != 4 {
+	if pc.Status != rnic.ConnOK || pc.Completed != 4 || len(pc.MCTNs) != 4 {
 		t.Fatalf("connection result %+v; want 4 messages completed", pc)
 	}
 	if res.Status.Injector == nil || res.Status.Injector.Dropped != 1 {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -24,7 +24,7 @@ import (
 // NIC profiles, traffic, seed, number of dumpers, and NewSwitch, which builds the switch logic from the
 // metadata the generator reports over the control plane); the rest is what only a real run needs.
 type NetnsConfig struct {
-	Sim           netsim.Config
+	Sim           lab.Config
 	OutDir        string // dumper-<i>.pcap and dumper-<i>.stats.json are written here
 	SnapLen       int    // dumper snap length (0: 128)
 	RewritePort   uint16 // the RSS rewrite port the switch logic uses, for the dumpers to undo (0: none)
@@ -43,7 +43,7 @@ type DumpFile struct {
 // NetnsResult mirrors the simulator's result (per-connection outcomes, NIC counters, switch port counters)
 // plus the real switch's status and the dumpers' files and loss statistics.
 type NetnsResult struct {
-	netsim.Result
+	lab.Result
 	Status SwitchStatus
 	Dumps  []DumpFile
 }
@@ -211,11 +211,11 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	for k, v := range resp.DataStats() {
 		dataStats[k] = v
 	}
-	res.PerConn = make([]netsim.ConnResult, nconn)
+	res.PerConn = make([]lab.ConnResult, nconn)
 	for i := range res.PerConn {
 		r, ok := results[i]
 		if !ok {
-			r = netsim.ConnResult{Verb: conns[i].verb, Status: netsim.StatusIncomplete}
+			r = lab.ConnResult{Verb: conns[i].verb, Status: rnic.ConnIncomplete}
 		}
 		r.DataPackets, r.Retransmissions = dataStats[i][0], dataStats[i][1]
 		res.PerConn[i] = r
@@ -256,7 +256,7 @@ func frameSizeFor(mtu int) int {
 
 // planConns draws each connection's QPNs and initial PSNs from the seed (one stream per use, as the simulator
 // does, so the same seed gives the same connections).
-func planConns(sc *netsim.Config, n int) []netnsConn {
+func planConns(sc *lab.Config, n int) []netnsConn {
 	t := &sc.Traffic
 	qpnRng := rand.New(rand.NewPCG(sc.Seed, 0x71706e)) // "qpn"
 	psnRng := rand.New(rand.NewPCG(sc.Seed, 0x70736e)) // "psn"
@@ -304,9 +304,9 @@ func planConns(sc *netsim.Config, n int) []netnsConn {
 }
 
 // endpoints creates the requester's and the responder's software RNICs in their namespaces.
-func endpoints(sc *netsim.Config, conns []netnsConn, tb *Testbed, reqMAC, respMAC [6]byte, ring RingConfig) (*Endpoint, *Endpoint, error) {
+func endpoints(sc *lab.Config, conns []netnsConn, tb *Testbed, reqMAC, respMAC [6]byte, ring RingConfig) (*Endpoint, *Endpoint, error) {
 	t := &sc.Traffic
-	qpCfg := func(h *netsim.HostConfig, local, remote uint32, send, recv roce.PSN, seed string) rnic.QPConfig {
+	qpCfg := func(h *lab.HostConfig, local, remote uint32, send, recv roce.PSN, seed string) rnic.QPConfig {
 		return rnic.QPConfig{LocalQPN: local, RemoteQPN: remote, SendPSN: send, RecvPSN: recv, MTU: t.MTU,
 			Timeout: t.Timeout, RetryCnt: t.RetryCnt, RNRRetry: t.RNRRetry, MaxRdAtomic: 1,
 			AdaptiveRetrans: h.AdaptiveRetrans, SlowRestart: h.SlowRestart, DCQCNRP: h.DCQCNRPEnable,

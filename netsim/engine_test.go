@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/micro"
+	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
 
@@ -24,7 +26,7 @@ func TestSubSeedIndependent(t *testing.T) {
 }
 
 // traceHash runs cfg and hashes every mirrored frame with its timestamp and dumper.
-func traceHash(t *testing.T, cfg Config) ([32]byte, int) {
+func traceHash(t *testing.T, cfg lab.Config) ([32]byte, int) {
 	h := sha256.New()
 	n := 0
 	cfg.Dump = func(d int, ts int64, f []byte) {
@@ -80,18 +82,18 @@ func TestRunLimit(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	cases := []struct {
-		mod  func(*Config)
+		mod  func(*lab.Config)
 		want string
 	}{
-		{func(c *Config) { c.Traffic.Verb = "atomic" }, `verb "atomic"`},
-		{func(c *Config) { c.Traffic.MTU = 1500 }, "mtu 1500"},
-		{func(c *Config) { c.Traffic.Barrier, c.Traffic.TxDepth = true, 4 }, "barrier needs tx-depth 1"},
-		{func(c *Config) { c.Requester.Profile = nil }, "requester: no NIC profile"},
-		{func(c *Config) { c.Responder.IPs = nil }, "responder: no IP address"},
-		{func(c *Config) { c.Traffic.MsgsPerConn = 0 }, "messages per connection 0"},
-		{func(c *Config) { c.Traffic.DSCPList = []int{3, 64} }, "dscp-list[1] = 64"},
-		{func(c *Config) { c.Link.PropagationNs = -1 }, "propagation -1"},
-		{func(c *Config) { c.Link.LossProb = 1.5 }, "loss probability 1.5"},
+		{func(c *lab.Config) { c.Traffic.Verb = "atomic" }, `verb "atomic"`},
+		{func(c *lab.Config) { c.Traffic.MTU = 1500 }, "mtu 1500"},
+		{func(c *lab.Config) { c.Traffic.Barrier, c.Traffic.TxDepth = true, 4 }, "barrier needs tx-depth 1"},
+		{func(c *lab.Config) { c.Requester.Profile = nil }, "requester: no NIC profile"},
+		{func(c *lab.Config) { c.Responder.IPs = nil }, "responder: no IP address"},
+		{func(c *lab.Config) { c.Traffic.MsgsPerConn = 0 }, "messages per connection 0"},
+		{func(c *lab.Config) { c.Traffic.DSCPList = []int{3, 64} }, "dscp-list[1] = 64"},
+		{func(c *lab.Config) { c.Link.PropagationNs = -1 }, "propagation -1"},
+		{func(c *lab.Config) { c.Link.LossProb = 1.5 }, "loss probability 1.5"},
 	}
 	for _, tc := range cases {
 		cfg := baseConfig(t, "cx5", "cx5")
@@ -143,7 +145,7 @@ func TestZeroPayloadICRC(t *testing.T) {
 
 // TestParallelRuns: independent runs share no state, so concurrent runs give the traces a lone run gives.
 func TestParallelRuns(t *testing.T) {
-	mk := func() Config {
+	mk := func() lab.Config {
 		cfg := baseConfig(t, "cx6dx", "cx6dx")
 		cfg.Traffic.NumConns = 2
 		cfg.Traffic.MsgsPerConn = 3
@@ -206,7 +208,7 @@ func TestRandomConfigs(t *testing.T) {
 			continue
 		}
 		for k, pc := range res.PerConn {
-			if pc.Status == StatusIncomplete || (pc.Status == StatusOK && pc.Completed != cfg.Traffic.MsgsPerConn) {
+			if pc.Status == rnic.ConnIncomplete || (pc.Status == rnic.ConnOK && pc.Completed != cfg.Traffic.MsgsPerConn) {
 				t.Fatalf("case %d connection %d: %+v", i, k, pc)
 			}
 		}

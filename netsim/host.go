@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/lumina-go/lumina/internal/des"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -44,7 +45,7 @@ type qpState struct {
 	// Frame templates by (opcode, payload length).
 	tmpls    []template
 	nextTmpl int
-	// Statistics for ConnResult.
+	// Statistics for lab.ConnResult.
 	dataPkts, retrans uint64
 }
 
@@ -68,7 +69,7 @@ type host struct {
 	id      int32
 	name    string
 	prof    *rnic.Profile
-	cfg     *HostConfig
+	cfg     *lab.HostConfig
 	ctr     *rnic.Counters
 	np      *rnic.NP
 	rng     *rand.Rand
@@ -138,7 +139,7 @@ func (r *ring64) expire(now int64) (backlog int, lastDone int64) {
 func (h *host) setupClasses() {
 	cl := h.cfg.ETS.Classes
 	if len(cl) == 0 {
-		cl = []TrafficClass{{TC: 0, Weight: 1}}
+		cl = []lab.TrafficClass{{TC: 0, Weight: 1}}
 	}
 	h.classes = make([]tcState, len(cl))
 	for i, c := range cl {

@@ -34,7 +34,7 @@ type link struct {
 	freeAt   int64 // switch-driven links: when the serializer is free (FIFO by reservation)
 	txFrames uint64
 	txBytes  uint64
-	// Random loss on the cable (LinkConfig.LossProb), from the link's own PRNG stream.
+	// Random loss on the cable (lab.LinkConfig.LossProb), from the link's own PRNG stream.
 	lossProb float64
 	rng      *rand.Rand
 	lost     uint64

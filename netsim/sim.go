@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lumina-go/lumina/internal/des"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 )
 
@@ -45,7 +46,7 @@ func (p *framePool) put(s int32) {
 
 // sim is one run's whole state; nothing is shared between runs.
 type sim struct {
-	cfg    *Config
+	cfg    *lab.Config
 	q      des.Queue
 	now    int64
 	events uint64

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/rnic"
@@ -80,12 +81,12 @@ func loadProfile(sc *scenario.Scenario, host, typ string) (*rnic.Profile, error)
 	return prof, nil
 }
 
-func hostConfig(sc *scenario.Scenario, h scenario.Host, name string, mac byte) (netsim.HostConfig, error) {
+func hostConfig(sc *scenario.Scenario, h scenario.Host, name string, mac byte) (lab.HostConfig, error) {
 	prof, err := loadProfile(sc, name, h.NIC.Type)
 	if err != nil {
-		return netsim.HostConfig{}, err
+		return lab.HostConfig{}, err
 	}
-	hc := netsim.HostConfig{
+	hc := lab.HostConfig{
 		Profile:         prof,
 		MAC:             [6]byte{0x02, 0x00, 0x00, 0x00, 0x00, mac},
 		AdaptiveRetrans: h.RoCEParameters.AdaptiveRetrans,
@@ -106,30 +107,30 @@ func hostConfig(sc *scenario.Scenario, h scenario.Host, name string, mac byte) (
 	if h.NIC.ETS != nil {
 		hc.ETS.DSCPToTC = h.NIC.ETS.DSCPToTC
 		for _, c := range h.NIC.ETS.Classes {
-			hc.ETS.Classes = append(hc.ETS.Classes, netsim.TrafficClass{TC: c.TC, Weight: c.Weight, Strict: c.Strict})
+			hc.ETS.Classes = append(hc.ETS.Classes, lab.TrafficClass{TC: c.TC, Weight: c.Weight, Strict: c.Strict})
 		}
 	}
 	return hc, nil
 }
 
 // netsimConfig converts a scenario into the simulator's configuration.
-func netsimConfig(sc *scenario.Scenario) (netsim.Config, error) {
+func netsimConfig(sc *scenario.Scenario) (lab.Config, error) {
 	req, err := hostConfig(sc, sc.Requester, "requester", 0x02)
 	if err != nil {
-		return netsim.Config{}, err
+		return lab.Config{}, err
 	}
 	resp, err := hostConfig(sc, sc.Responder, "responder", 0x03)
 	if err != nil {
-		return netsim.Config{}, err
+		return lab.Config{}, err
 	}
 	t := sc.Traffic
-	cfg := netsim.Config{
+	cfg := lab.Config{
 		Seed:            sc.Seed,
 		Requester:       req,
 		Responder:       resp,
-		Link:            netsim.LinkConfig{Gbps: sc.Network.LinkGbps, PropagationNs: sc.Network.PropagationNs},
+		Link:            lab.LinkConfig{Gbps: sc.Network.LinkGbps, PropagationNs: sc.Network.PropagationNs},
 		SwitchLatencyNs: sc.Network.SwitchLatencyNs,
-		Traffic: netsim.TrafficConfig{
+		Traffic: lab.TrafficConfig{
 			Verb:         t.Verb,
 			NumConns:     t.NumConnections,
 			NumSendConns: t.NumSendQPs,
@@ -192,9 +193,9 @@ type dumper struct {
 	err  error
 }
 
-// switchSetup gives a netsim.Config (also the netns testbed's description) the injector built from the
+// switchSetup gives a lab.Config (also the netns testbed's description) the injector built from the
 // scenario's events, behind a recorder that remembers each mirrored packet's ITER and connection.
-func switchSetup(sc *scenario.Scenario, cfg *netsim.Config) (*recorder, *error, error) {
+func switchSetup(sc *scenario.Scenario, cfg *lab.Config) (*recorder, *error, error) {
 	intents, err := inject.Intents(sc)
 	if err != nil {
 		return nil, nil, badInput(err)
@@ -239,7 +240,7 @@ func (r *recorder) raw() *rawResults {
 }
 
 // progress returns a netsim progress callback printing a line per second once a run takes more than a second.
-func progress(w io.Writer, cfg *netsim.Config) {
+func progress(w io.Writer, cfg *lab.Config) {
 	if w == nil {
 		return
 	}
@@ -344,7 +345,7 @@ func counterMap(cs []rnic.Counter) map[string]uint64 {
 	return m
 }
 
-func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *recorder) error {
+func writeRunFiles(dir string, sc *scenario.Scenario, res *lab.Result, rec *recorder) error {
 	f, err := os.Create(filepath.Join(dir, resultsdir.FileScenario))
 	if err != nil {
 		return fmt.Errorf("writing results: %w", err)
