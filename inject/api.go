@@ -14,19 +14,20 @@ import (
 	"github.com/lumina-go/lumina/roce"
 )
 
-// ConnMeta is the runtime metadata a traffic generator reports for one connection before traffic starts.
+// ConnMeta is the runtime metadata a traffic generator reports for one connection before traffic starts. Its
+// JSON form is what a generator sends the live switch's control plane.
 type ConnMeta struct {
-	Index    int    // 0-based connection index (the scenario's qpn, normalized)
-	Verb     string // write | send | read (a send_read run reports each connection's own verb)
-	ReqIP    netip.Addr
-	RespIP   netip.Addr
-	ReqQPN   uint32
-	RespQPN  uint32
-	ReqIPSN  roce.PSN // initial PSN of the requester's requests
-	RespIPSN roce.PSN // initial PSN of the responder's requests (unused by RC data flows, reported for completeness)
+	Index    int        `json:"index"` // 0-based connection index (the scenario's qpn, normalized)
+	Verb     string     `json:"verb"`  // write | send | read (a send_read run reports each connection's own verb)
+	ReqIP    netip.Addr `json:"req_ip"`
+	RespIP   netip.Addr `json:"resp_ip"`
+	ReqQPN   uint32     `json:"req_qpn"`
+	RespQPN  uint32     `json:"resp_qpn"`
+	ReqIPSN  roce.PSN   `json:"req_ipsn"`  // initial PSN of the requester's requests
+	RespIPSN roce.PSN   `json:"resp_ipsn"` // initial PSN of the responder's requests (unused by RC data flows)
 	// PacketsPerMsg and NumMsgs let events be expressed per message.
-	PacketsPerMsg int
-	NumMsgs       int
+	PacketsPerMsg int `json:"packets_per_msg"`
+	NumMsgs       int `json:"num_msgs"`
 }
 
 // Logic is what a switch runs on every frame: the event injector (*Switch), the simulator's DefaultSwitch or

@@ -172,3 +172,22 @@ func TestEntriesJSON(t *testing.T) {
 		}
 	}
 }
+
+// ConnMeta's JSON form is the live control plane's wire format: the names must not drift.
+func TestConnMetaJSON(t *testing.T) {
+	m := fig2("read")
+	m.PacketsPerMsg, m.NumMsgs = 4, 2
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"index":0,"verb":"read","req_ip":"10.0.0.1","resp_ip":"10.0.0.2","req_qpn":254,"resp_qpn":234,` +
+		`"req_ipsn":1001,"resp_ipsn":3002,"packets_per_msg":4,"num_msgs":2}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+	var back ConnMeta
+	if err := json.Unmarshal(b, &back); err != nil || back != m {
+		t.Errorf("round trip: %+v, %v", back, err)
+	}
+}
