@@ -35,8 +35,8 @@ var allowed = map[string][]string{
 	"resultsdir":      {"inject"},
 	"analyze":         {"roce", "rnic", "trace"},
 	"analyze/summary": {"roce", "trace"},
-	"micro":           {"roce", "rnic", "internal/des"},
-	"search":          {"roce", "rnic", "micro"},
+	"micro":           {"roce", "rnic", "scenario", "internal/des"},
+	"search":          {"roce", "rnic", "scenario", "micro"},
 	"verdict":         {"roce", "rnic", "scenario", "trace", "analyze", "resultsdir"},
 	"report":          {"analyze", "analyze/summary", "verdict", "resultsdir"},
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/lumina-go/lumina/internal/des"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // The micro-architecture model runs in picoseconds: at 200 Gb/s a byte takes 40 ps, and nanosecond rounding
@@ -166,7 +167,7 @@ type mhost struct {
 
 // msim is one workload run.
 type msim struct {
-	w       *Workload
+	w       *scenario.Workload
 	q       des.Queue
 	now     int64
 	events  uint64
@@ -199,7 +200,7 @@ type swPort struct {
 
 // RunWorkload simulates a workload on two hosts and returns the counters measured in the window.
 func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
-	if err := cfg.Workload.Validate(); err != nil {
+	if err := validateWorkload(&cfg.Workload); err != nil {
 		return nil, err
 	}
 	for i, p := range cfg.Profiles {
@@ -286,7 +287,7 @@ func defaultWarmupNs(cfg *WorkloadConfig) int64 {
 
 func psPerByte(gbps float64) int64 { return max(int64(8000/gbps+0.5), 1) }
 
-func newMHost(id int, p *rnic.Profile, w *Workload) *mhost {
+func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 	m := p.Micro
 	h := &mhost{id: id, m: m, freeUnits: m.Tx.Units, pktGapPs: int64(1e6 / m.MaxMpps)}
 	h.st.PausePrio = m.Rx.PausePrio

@@ -47,11 +47,8 @@ func (e *SimEvaluator) Evaluate(ctx context.Context, w Workload, seed uint64) (M
 	if len(w.Events) > 0 {
 		return Metrics{}, errEventsUnsupported
 	}
-	nw := micro.Workload{QPType: w.QPType, Opcode: w.Opcode, NumQPs: w.NumQPs, MTU: w.MTU, WQEBatch: w.WQEBatch,
-		SGE: w.SGE, WQDepth: w.WQDepth, NumMRs: w.NumMRs, MRSize: w.MRSize, MsgSizes: w.MsgSizes,
-		Direction: w.Direction, Memory: w.Memory}
 	r, err := micro.RunWorkload(micro.WorkloadConfig{Seed: seed, Profiles: [2]*rnic.Profile{e.prof, e.prof},
-		Workload: nw, WarmupNs: e.WarmupNs, MeasureNs: e.MeasureNs})
+		Workload: w.Workload, WarmupNs: e.WarmupNs, MeasureNs: e.MeasureNs})
 	if err != nil {
 		return Metrics{}, fmt.Errorf("simulating %s on %s: %w", w.String(), e.prof.Name, err)
 	}

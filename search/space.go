@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // IntRange is an inclusive range of an integer dimension. Log makes sampling and mutation uniform in log space:
@@ -136,8 +137,7 @@ func DefaultSpace() Space {
 // OrdinaryWorkload is a perftest-like workload (one RC QP writing 64 KB messages at MTU 4096): the simplest
 // setting a minimal reproducer falls back to for the dimensions an anomaly does not depend on.
 func OrdinaryWorkload() Workload {
-	return Workload{QPType: "rc", Opcode: "write", NumQPs: 1, MTU: 4096, WQEBatch: 1, SGE: 1, WQDepth: 128,
-		NumMRs: 1, MRSize: 65536, MsgSizes: []int{65536}, Direction: "uni", Memory: "local"}
+	return Workload{Workload: scenario.DefaultWorkload()}
 }
 
 // opcodesFor lists the opcodes a QP type supports (IBTA): UD only SEND, UC SEND and WRITE, RC all three.

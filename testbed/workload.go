@@ -41,9 +41,7 @@ func runWorkload(sc *scenario.Scenario, opts Options) error {
 	}
 	w := sc.Workload
 	cfg.Seed = sc.Seed
-	cfg.Workload = micro.Workload{QPType: w.QPType, Opcode: w.Opcode, NumQPs: w.NumQPs, MTU: w.MTU,
-		WQEBatch: w.WQEBatch, SGE: w.SGE, WQDepth: w.WQDepth, NumMRs: w.NumMRs, MRSize: w.MRSize,
-		MsgSizes: w.MsgSizes, Direction: w.Direction, Memory: w.Memory}
+	cfg.Workload = *w
 	cfg.LinkGbps, cfg.PropagationNs, cfg.SwitchLatencyNs = sc.Network.LinkGbps, sc.Network.PropagationNs, sc.Network.SwitchLatencyNs
 	r, err := micro.RunWorkload(cfg)
 	if err != nil {
