@@ -247,8 +247,15 @@ func analyzeOptions(sc *scenario.Scenario, conns []resultsdir.ConnRecord, cf *re
 			RespIP: c.ResponderIP, ReqQPN: c.RequesterQPN, RespQPN: c.ResponderQPN, ReqIPSN: roce.PSN(c.RequesterIPSN),
 			PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: c.MTU})
 	}
-	opts.Requester = nicInfo(sc, sc.Requester)
-	opts.Responder = nicInfo(sc, sc.Responder)
+	// Each NIC's profile, loaded once; a profile that does not load leaves its NIC undescribed.
+	reqP, reqErr := rnic.LoadProfile(sc.ProfileRef(sc.Requester.NIC.Type))
+	respP, respErr := rnic.LoadProfile(sc.ProfileRef(sc.Responder.NIC.Type))
+	if reqErr == nil {
+		opts.Requester = nicInfo(sc.Requester, reqP)
+	}
+	if respErr == nil {
+		opts.Responder = nicInfo(sc.Responder, respP)
+	}
 	opts.Counters = []analyze.HostCounters{
 		{Host: "requester", Vendor: cf.Requester.Vendor, Start: cf.Requester.Start, Finish: cf.Requester.Finish},
 		{Host: "responder", Vendor: cf.Responder.Vendor, Start: cf.Responder.Start, Finish: cf.Responder.Finish},
@@ -259,10 +266,10 @@ func analyzeOptions(sc *scenario.Scenario, conns []resultsdir.ConnRecord, cf *re
 			GoodputGbps: t.GoodputGbps, Class: trafficClass(sc, t.QP-sc.IndexBase), Status: t.Status})
 	}
 	opts.LinkGbps = sc.Network.LinkGbps
-	if p, err := rnic.LoadProfile(sc.ProfileRef(sc.Requester.NIC.Type)); err == nil && opts.LinkGbps == 0 {
-		opts.LinkGbps = p.LinkGbps
-		if q, err := rnic.LoadProfile(sc.ProfileRef(sc.Responder.NIC.Type)); err == nil && q.LinkGbps < p.LinkGbps {
-			opts.LinkGbps = q.LinkGbps
+	if reqErr == nil && opts.LinkGbps == 0 {
+		opts.LinkGbps = reqP.LinkGbps
+		if respErr == nil && respP.LinkGbps < reqP.LinkGbps {
+			opts.LinkGbps = respP.LinkGbps
 		}
 	}
 	return opts
@@ -277,11 +284,8 @@ func trafficClass(sc *scenario.Scenario, i int) int {
 	return ets.DSCPToTC[sc.Traffic.DSCPList[i%len(sc.Traffic.DSCPList)]]
 }
 
-func nicInfo(sc *scenario.Scenario, h scenario.Host) analyze.NICInfo {
-	p, err := rnic.LoadProfile(sc.ProfileRef(h.NIC.Type))
-	if err != nil {
-		return analyze.NICInfo{}
-	}
+// nicInfo describes a host's NIC to the analyzers: its profile with the scenario's RoCE parameters.
+func nicInfo(h scenario.Host, p *rnic.Profile) analyze.NICInfo {
 	var configured float64 = -1
 	if h.RoCEParameters.MinTimeBetweenCNPsUs != nil {
 		configured = *h.RoCEParameters.MinTimeBetweenCNPsUs
