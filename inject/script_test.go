@@ -2,7 +2,6 @@ package inject
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,16 +24,7 @@ import (
 // prints the round, the event and the matching intent, the PSNs forwarded (released reordered frames
 // included), the extra delay, and the mirrored copy's metadata as the trace will read it.
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/switch/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			d := &switchDriver{}
-			ds.Run(t, f, d.step)
-		})
-	}
+	ds.RunGlob(t, "testdata/switch/*.txt", func() func(*testing.T, *ds.Case) string { return (&switchDriver{}).step })
 }
 
 type switchDriver struct {

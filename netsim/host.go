@@ -101,38 +101,20 @@ type host struct {
 	stallUntil int64
 	zops       *zeroOps
 	// Slow paths: completion times of queued items (FIFO single server).
-	noisyDone ring64
-	apmDone   ring64
+	noisyDone des.Ring[int64]
+	apmDone   des.Ring[int64]
 }
 
-// ring64 is a small FIFO of times.
-type ring64 struct {
-	buf        []int64
-	head, size int
-}
-
-func (r *ring64) Push(v int64) {
-	if r.size == len(r.buf) {
-		n := make([]int64, 2*len(r.buf)+8)
-		for i := 0; i < r.size; i++ {
-			n[i] = r.buf[(r.head+i)%len(r.buf)]
-		}
-		r.buf, r.head = n, 0
+// expire drops the slow-path items done by now from a FIFO of completion times and returns the backlog and
+// the time the last queued item finishes.
+func expire(r *des.Ring[int64], now int64) (backlog int, lastDone int64) {
+	for r.Len() > 0 && r.Front() <= now {
+		r.Pop()
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = v
-	r.size++
-}
-
-// expire drops the items done by now and returns the backlog and the time the last queued item finishes.
-func (r *ring64) expire(now int64) (backlog int, lastDone int64) {
-	for r.size > 0 && r.buf[r.head] <= now {
-		r.head = (r.head + 1) % len(r.buf)
-		r.size--
-	}
-	if r.size == 0 {
+	if r.Len() == 0 {
 		return 0, now
 	}
-	return r.size, r.buf[(r.head+r.size-1)%len(r.buf)]
+	return r.Len(), r.Back()
 }
 
 // setupClasses builds the egress classes from the ETS configuration.
@@ -552,7 +534,7 @@ func (h *host) arrive(s *sim, f int32) {
 	if a := &h.prof.APM; a.Enabled && !m.MigReq && op.IsRequest() &&
 		(!a.FirstMessageOnly || h.inFirstMessage(qs, m.PSN)) {
 		// cx5's path-migration slow path for MigReq=0 requests: one server, a bounded queue, discards past it.
-		backlog, last := h.apmDone.expire(s.now)
+		backlog, last := expire(&h.apmDone, s.now)
 		if backlog >= a.QueueLimit {
 			h.ctr.Inc(rnic.CtrRxDiscardsPhy, 1)
 			s.frames.put(f)
@@ -645,7 +627,7 @@ func (h *host) readGap(s *sim, qs *qpState) {
 	qs.holdReadReq = true
 	qs.holdUntil = s.now + max(tm.ReadNAKGenerationNs-tm.RxProcessingNs, 0)
 	if n := &h.prof.Noisy; n.Enabled {
-		backlog, last := h.noisyDone.expire(s.now)
+		backlog, last := expire(&h.noisyDone, s.now)
 		done := max(last, s.now) + n.ServiceNs
 		h.noisyDone.Push(done)
 		if backlog+1 > n.BacklogThreshold && backlog <= n.BacklogThreshold {

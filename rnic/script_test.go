@@ -2,7 +2,6 @@ package rnic
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,16 +25,7 @@ import (
 // read-resp-last|read-resp-only|ack. Each command prints what the QP asked of its driver: timers, completions,
 // flags; send prints the packets.
 func TestScripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/qp/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			d := &qpDriver{}
-			ds.Run(t, f, d.step)
-		})
-	}
+	ds.RunGlob(t, "testdata/qp/*.txt", func() func(*testing.T, *ds.Case) string { return (&qpDriver{}).step })
 }
 
 type qpDriver struct {

@@ -124,5 +124,8 @@ func (r *Ring[T]) Pop() T {
 // Front returns the oldest element without removing it; the ring must not be empty.
 func (r *Ring[T]) Front() T { return r.buf[r.head] }
 
+// Back returns the newest element without removing it; the ring must not be empty.
+func (r *Ring[T]) Back() T { return r.buf[(r.head+r.size-1)%len(r.buf)] }
+
 // Len is the number of elements.
 func (r *Ring[T]) Len() int { return r.size }

@@ -54,3 +54,19 @@ func TestRing(t *testing.T) {
 		t.Fatalf("len %d, want %d", r.Len(), next-want)
 	}
 }
+
+func TestRingBack(t *testing.T) {
+	var r Ring[int64]
+	for i := int64(1); i <= 20; i++ { // across growths, with the head moving
+		r.Push(i)
+		if r.Back() != i {
+			t.Fatalf("back %d after pushing %d", r.Back(), i)
+		}
+		if i%3 == 0 {
+			r.Pop()
+		}
+	}
+	if r.Front() != 7 || r.Len() != 14 {
+		t.Fatalf("front %d len %d, want 7 and 14", r.Front(), r.Len())
+	}
+}

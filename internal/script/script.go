@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -127,6 +128,19 @@ func Run(t *testing.T, path string, f func(t *testing.T, c *Case) string) {
 		if err := os.WriteFile(path, []byte(Rewrite(string(b), outs)), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// RunGlob runs every script that glob names, each as a subtest with a fresh driver from newDriver (a script's
+// commands share its driver's state). No script is an error.
+func RunGlob(t *testing.T, glob string, newDriver func() func(t *testing.T, c *Case) string) {
+	t.Helper()
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts match %s (%v)", glob, err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { Run(t, f, newDriver()) })
 	}
 }
 
