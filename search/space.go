@@ -109,7 +109,7 @@ type Space struct {
 	EventMaxPSN int      `json:"event_max_psn,omitempty"`
 }
 
-// DefaultSpace is Collie's space (seeds/003 §4 and its code, collie-sim-anchor.md §1.1): up to 20K QPs and 200K
+// DefaultSpace is Collie's space (seeds/003 §4 and its code): up to 20K QPs and 200K
 // MRs in all (the paper's bounds; num_mrs is per QP, so up to 200K / num_qps each), WQE batch up to the
 // engine's 128, 1..4 SGEs, WQ depth up to 1024, request vectors of 1..8 sizes from 32 B to 128 KB in 32 B steps,
 // MTU 256..4096, MRs of 4 KB..4 MB.
