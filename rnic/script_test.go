@@ -16,7 +16,7 @@ import (
 //	                                       send PSN 100, receive PSN 1000
 //	post verb=write|send|read len=N [id=N]  a work request
 //	send                                   every packet the QP has to transmit now
-//	recv op=OP psn=N [len=N] [ackreq] [syndrome=ack|nak-seq|rnr|...] [msn=N] [ce]   a packet arrives
+//	recv op=OP psn=N [len=N] [ackreq] [syndrome=ack|nak-seq|rnr] [msn=N] [sack=N] [ce]   a packet arrives
 //	timer kind=retransmit|rnr|ack-coalesce|dcqcn   a timer the QP armed fires
 //	tick t=NS                              the clock moves (absolute ns)
 //	state                                  the QP's state, PSNs and statistics
@@ -97,6 +97,9 @@ func (d *qpDriver) step(t *testing.T, c *ds.Case) string {
 			if p.Opcode.HasAETH() {
 				fmt.Fprintf(&b, " syndrome=%#x msn=%d", p.AETH.Syndrome, p.AETH.MSN)
 			}
+			if p.HasSACK {
+				fmt.Fprintf(&b, " sack=%d", p.SACK)
+			}
 			if p.Retransmission {
 				b.WriteString(" retransmission")
 			}
@@ -119,6 +122,9 @@ func (d *qpDriver) step(t *testing.T, c *ds.Case) string {
 				t.Fatalf("%s: syndrome=%q", c.Pos, c.Get("syndrome", ""))
 			}
 			p.AETH = roce.AETH{Syndrome: syn, MSN: uint32(c.Int(t, "msn", 0))}
+		}
+		if c.Has("sack") {
+			p.SACK, p.HasSACK = roce.PSN(c.Int(t, "sack", 0)), true
 		}
 		if op.HasRETH() {
 			p.RETH = roce.RETH{VA: 0x1000, RKey: 7, DMALen: uint32(c.Int(t, "dmalen", int64(p.PayloadLen)))}
