@@ -1,6 +1,7 @@
 // Package resultsdir is the results directory: the files a testbed writes and the verdict stage reads (the
 // contract of docs/scenario.md "Results directory"), the records in them, and how they are read and written.
-// It is the data on the arrow testbed -> verdict; it runs nothing.
+// It is the data on the arrow testbed -> verdict; it runs nothing. (It is not called results because results/
+// is where `lumina run` writes by default, and the repository ignores it.)
 package resultsdir
 
 import (
