@@ -1,9 +1,14 @@
 package verdict
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
 )
@@ -76,5 +81,26 @@ func TestExitCode(t *testing.T) {
 		if got := (&Outcome{Doc: &Document{Verdict: v}}).ExitCode(); got != want {
 			t.Errorf("%s: exit %d, want %d", v, got, want)
 		}
+	}
+}
+
+// A directory that is not a results directory is the input's fault (exit 2), named in the error.
+func TestReanalyzeNotAResultsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Reanalyze(dir)
+	if !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("Reanalyze(empty dir) = %v; want a bad-input error naming %s", err, dir)
+	}
+}
+
+// A results directory whose counters.json is not JSON is bad input, named by file.
+func TestJudgeBadCounters(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, resultsdir.FileCounters), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Judge(dir, load(t, "seed: 1\n"))
+	if !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), resultsdir.FileCounters) {
+		t.Errorf("Judge = %v; want a bad-input error naming %s", err, resultsdir.FileCounters)
 	}
 }
