@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verdict"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -89,7 +91,11 @@ events:
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	out, err := testbed.Run(sc, testbed.Options{OutDir: dir})
+	err = testbed.Run(sc, testbed.Options{OutDir: dir})
+	var out *verdict.Outcome
+	if err == nil {
+		out, err = verdict.Judge(dir, sc)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +111,7 @@ events:
 		t.Fatalf("unexpected trace: %v", want)
 	}
 
-	write := func(reqDelta, respDelta map[string]uint64) *testbed.Outcome {
+	write := func(reqDelta, respDelta map[string]uint64) *verdict.Outcome {
 		t.Helper()
 		ctx := context.Background()
 		cf := *out.Counters
@@ -113,7 +119,7 @@ events:
 			role, dev, ifname string
 			base              uint64
 			delta             map[string]uint64
-			into              *testbed.HostCounters
+			into              *resultsdir.HostCounters
 		}{{"requester", "mlx5_0", "ens1f0", 100, reqDelta, &cf.Requester}, {"responder", "mlx5_1", "ens2f0", 7, respDelta, &cf.Responder}} {
 			cfg := hostnic.Config{Host: h.role, Vendor: "nvidia", IfName: h.ifname, IBDevice: h.dev}
 			start, err := hostnic.ReadCounters(ctx, mlx5Host(h.dev, h.ifname, h.base, nil), cfg)
@@ -124,22 +130,22 @@ events:
 			if err != nil {
 				t.Fatal(err)
 			}
-			*h.into = testbed.HostCounters{NIC: "cx5", Vendor: cfg.Vendor, Start: start.Values, Finish: finish.Values}
+			*h.into = resultsdir.HostCounters{NIC: "cx5", Vendor: cfg.Vendor, Start: start.Values, Finish: finish.Values}
 		}
 		b, err := json.MarshalIndent(cf, "", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, testbed.FileCounters), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, resultsdir.FileCounters), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		o, err := testbed.Reanalyze(dir)
+		o, err := verdict.Reanalyze(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return o
 	}
-	check := func(o *testbed.Outcome, host, name string) (ok bool, actual int64, note string) {
+	check := func(o *verdict.Outcome, host, name string) (ok bool, actual int64, note string) {
 		for _, c := range o.Doc.Counters {
 			if c.Host == host && c.Name == name {
 				if c.Actual != nil {
@@ -165,7 +171,7 @@ events:
 	if ok, d, _ := check(o, "responder", "rx_discards_phy"); !ok || d != 0 {
 		t.Errorf("rx_discards_phy (from ethtool -S): ok %v delta %d", ok, d)
 	}
-	if o.Doc.Verdict != testbed.VerdictPass {
+	if o.Doc.Verdict != verdict.Pass {
 		t.Errorf("verdict %s; want pass", o.Doc.Verdict)
 	}
 
@@ -179,7 +185,7 @@ events:
 	if ok, d, note := check(o, "responder", "out_of_sequence"); ok || d != 2 || !strings.Contains(note, "the trace shows 1") {
 		t.Errorf("out_of_sequence: ok %v delta %d note %q; want a failure saying the trace shows 1", ok, d, note)
 	}
-	if o.Doc.Verdict != testbed.VerdictFail {
+	if o.Doc.Verdict != verdict.Fail {
 		t.Errorf("verdict %s; want fail", o.Doc.Verdict)
 	}
 	// A NIC that discarded a packet (ethtool -S rx_discards_phy): the discard check fails, and the receiver-side

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/lab"
+	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
 
@@ -23,7 +24,7 @@ import (
 // NIC profiles, traffic, seed, number of dumpers, and NewSwitch, which builds the switch logic from the
 // metadata the generator reports over the control plane); the rest is what only a real run needs.
 type NetnsConfig struct {
-	Sim           netsim.Config
+	Sim           lab.Config
 	OutDir        string // dumper-<i>.pcap and dumper-<i>.stats.json are written here
 	SnapLen       int    // dumper snap length (0: 128)
 	RewritePort   uint16 // the RSS rewrite port the switch logic uses, for the dumpers to undo (0: none)
@@ -42,7 +43,7 @@ type DumpFile struct {
 // NetnsResult mirrors the simulator's result (per-connection outcomes, NIC counters, switch port counters)
 // plus the real switch's status and the dumpers' files and loss statistics.
 type NetnsResult struct {
-	netsim.Result
+	lab.Result
 	Status SwitchStatus
 	Dumps  []DumpFile
 }
@@ -118,7 +119,7 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns run: control plane: %w", err)
 	}
-	build := func(cs []inject.ConnMeta) (Logic, error) {
+	build := func(cs []inject.ConnMeta) (inject.Logic, error) {
 		if sc.NewSwitch != nil {
 			return sc.NewSwitch(cs)
 		}
@@ -189,11 +190,11 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	for k, v := range resp.DataStats() {
 		dataStats[k] = v
 	}
-	res.PerConn = make([]netsim.ConnResult, nconn)
+	res.PerConn = make([]lab.ConnResult, nconn)
 	for i := range res.PerConn {
 		r, ok := results[i]
 		if !ok {
-			r = netsim.ConnResult{Verb: meta[i].Verb, Status: netsim.StatusIncomplete}
+			r = lab.ConnResult{Verb: meta[i].Verb, Status: rnic.ConnIncomplete}
 		}
 		r.DataPackets, r.Retransmissions = dataStats[i][0], dataStats[i][1]
 		res.PerConn[i] = r
@@ -203,7 +204,7 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	res.Counters.Responder = resp.Counters()
 	for p := range 2 {
 		ps := swStatus.Ports[p]
-		res.SwitchPorts[p] = netsim.SwitchPortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
+		res.SwitchPorts[p] = inject.PortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
 	}
 	if swStatus.Injector != nil {
 		res.Switch = swStatus.Injector
@@ -234,7 +235,7 @@ func frameSizeFor(mtu int) int {
 
 // planConns draws each connection's QPNs and initial PSNs from the seed (one stream per use, as the simulator
 // does, so the same seed gives the same connections).
-func planConns(sc *netsim.Config, n int) []netnsConn {
+func planConns(sc *lab.Config, n int) []netnsConn {
 	t := &sc.Traffic
 	qpnRng := rand.New(rand.NewPCG(sc.Seed, 0x71706e)) // "qpn"
 	psnRng := rand.New(rand.NewPCG(sc.Seed, 0x70736e)) // "psn"
@@ -282,7 +283,7 @@ func planConns(sc *netsim.Config, n int) []netnsConn {
 }
 
 // endpoints creates the requester's and the responder's software RNICs in their namespaces.
-func endpoints(sc *netsim.Config, plan *Plan, tb *Testbed) (*Endpoint, *Endpoint, error) {
+func endpoints(sc *lab.Config, plan *Plan, tb *Testbed) (*Endpoint, *Endpoint, error) {
 	var req, resp *Endpoint
 	err := InNetns(tb.Req, func() (e error) {
 		req, e = NewEndpoint(plan.Requester.Config(HostIf, sc.Requester.Profile))

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -55,7 +55,7 @@ type Plan struct {
 }
 
 // PlanTraffic derives the connections and both endpoints' QPs from the scenario's description.
-func PlanTraffic(sc *netsim.Config) (*Plan, error) {
+func PlanTraffic(sc *lab.Config) (*Plan, error) {
 	t := &sc.Traffic
 	if sc.Requester.Profile == nil || sc.Responder.Profile == nil {
 		return nil, errors.New("both hosts need a NIC profile")
@@ -84,7 +84,7 @@ func PlanTraffic(sc *netsim.Config) (*Plan, error) {
 	if respMAC == [6]byte{} {
 		respMAC = [6]byte{2, 0, 0, 0, 0, 3}
 	}
-	qp := func(h *netsim.HostConfig, local, remote uint32, send, recv roce.PSN, seed string) QPSpec {
+	qp := func(h *lab.HostConfig, local, remote uint32, send, recv roce.PSN, seed string) QPSpec {
 		return QPSpec{LocalQPN: local, RemoteQPN: remote, SendPSN: uint32(send), RecvPSN: uint32(recv), MTU: t.MTU,
 			Timeout: t.Timeout, RetryCnt: t.RetryCnt, RNRRetry: t.RNRRetry, Adaptive: h.AdaptiveRetrans,
 			Slow: h.SlowRestart, DCQCNRP: h.DCQCNRPEnable, RNGSeed: sc.Seed, RNGStream: uint64(len(seed))<<32 | uint64(local)}

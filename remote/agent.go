@@ -423,9 +423,8 @@ func (a *Agent) switchInstall(ctx context.Context, o *SwitchInstall) (any, error
 	if as == nil {
 		return nil, errors.New("no switch runs on this agent: switch-start first")
 	}
-	msg := live.ControlMsg{Conns: o.Conns}
 	c := as.cfg
-	sw, err := inject.New(inject.Config{Conns: msg.Meta(), Intents: c.Intents, TableCapacity: c.TableCapacity,
+	sw, err := inject.New(inject.Config{Conns: o.Conns, Intents: c.Intents, TableCapacity: c.TableCapacity,
 		DumperWeights: c.DumperWeights, RewritePort: c.RewritePort, Seed: c.Seed, Ports: 2})
 	if err != nil {
 		return nil, fmt.Errorf("building the switch: %w", err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/lab"
 )
 
 // The agent protocol: the controller writes one Request per line on the agent's standard input; the agent
@@ -276,9 +276,9 @@ func (*TrafficRun) Commands() [][]string { return nil }
 
 // EndpointResult is an endpoint's account: per-connection outcomes (requester), data packets sent, counters.
 type EndpointResult struct {
-	Results   map[int]netsim.ConnResult `json:"results,omitempty"`
+	Results   map[int]lab.ConnResult `json:"results,omitempty"`
 	DataStats map[int][2]uint64         `json:"data_stats"`
-	Counters  netsim.CounterSnapshot    `json:"counters"`
+	Counters  lab.CounterSnapshot    `json:"counters"`
 	Unknown   uint64                    `json:"unknown"`
 	Error     string                    `json:"error,omitempty"`
 }
@@ -332,7 +332,7 @@ func (*SwitchStart) Commands() [][]string { return nil }
 
 // SwitchInstall builds the injector from the connections' runtime metadata and installs it: the start barrier.
 type SwitchInstall struct {
-	Conns []live.WireConn `json:"conns"`
+	Conns []inject.ConnMeta `json:"conns"`
 }
 
 func (*SwitchInstall) Name() string { return OpSwitchInstall }

@@ -329,6 +329,17 @@ func verr(key, format string, a ...any) *ProfileError {
 
 // validate checks ranges and enumerations; it reports the first problem with the key that holds it.
 func (p *Profile) validate() *ProfileError {
+	for _, check := range []func() *ProfileError{p.validateBasics, p.validateTiming, p.validateTimeout, p.validateCNP,
+		p.validateDCQCN, p.validateBehaviours} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateBasics checks the identity, link speed, transport and ACK policy.
+func (p *Profile) validateBasics() *ProfileError {
 	if p.Name == "" {
 		return verr("name", "missing: want the profile's name")
 	}
@@ -357,6 +368,11 @@ func (p *Profile) validate() *ProfileError {
 	if p.Ack.AckReqEvery < 0 {
 		return verr("ack.ack-req-every", "%d: want >= 0", p.Ack.AckReqEvery)
 	}
+	return nil
+}
+
+// validateTiming checks the NIC delays.
+func (p *Profile) validateTiming() *ProfileError {
 	t := &p.Timing
 	for _, f := range []struct {
 		k string
@@ -373,6 +389,11 @@ func (p *Profile) validate() *ProfileError {
 	if t.NAKReactionMaxNs < t.NAKReactionMinNs {
 		return verr("timing.nak-reaction-max-ns", "%d is below nak-reaction-min-ns %d", t.NAKReactionMaxNs, t.NAKReactionMinNs)
 	}
+	return nil
+}
+
+// validateTimeout checks the retransmission timeout model, spec or scan, and adaptive retransmission.
+func (p *Profile) validateTimeout() *ProfileError {
 	to := &p.Timeout
 	switch to.Mode {
 	case TimeoutModeSpec:
@@ -404,6 +425,11 @@ func (p *Profile) validate() *ProfileError {
 	} else if p.Defaults.AdaptiveRetrans {
 		return verr("defaults.adaptive-retrans", "true, but timeout.adaptive-supported is false")
 	}
+	return nil
+}
+
+// validateCNP checks the CNP generator.
+func (p *Profile) validateCNP() *ProfileError {
 	switch p.CNP.Scope {
 	case ScopePort, ScopeDestIP, ScopeQP:
 	default:
@@ -415,6 +441,11 @@ func (p *Profile) validate() *ProfileError {
 	if p.CNP.DSCP > 63 {
 		return verr("cnp.dscp", "%d: want 0..63", p.CNP.DSCP)
 	}
+	return nil
+}
+
+// validateDCQCN checks the reaction point's parameters.
+func (p *Profile) validateDCQCN() *ProfileError {
 	d := &p.DCQCN
 	switch {
 	case d.RateReduceMonitorPeriodNs <= 0:
@@ -440,6 +471,12 @@ func (p *Profile) validate() *ProfileError {
 	case d.RateOnFirstCNPMbps < 0:
 		return verr("dcqcn.rate-on-first-cnp-mbps", "%v: want >= 0", d.RateOnFirstCNPMbps)
 	}
+	return nil
+}
+
+// validateBehaviours checks the modeled quirks (counter bugs, noisy neighbor, APM slow path, faults), the
+// micro-architecture section and IRN.
+func (p *Profile) validateBehaviours() *ProfileError {
 	for i, b := range p.Counters.Bugs {
 		switch b {
 		case BugCNPSentStuck, BugImpliedNAKStuckZero:

@@ -10,6 +10,8 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // maxFileSize bounds what Load reads; scenarios are small text files.
@@ -62,7 +64,6 @@ var (
 	networkKeys       = []string{"link-gbps", "propagation-ns", "switch-latency-ns", "dumpers", "dumper-weights", "snap-len", "event-table-capacity", "run-timeout-ms"}
 	trafficKeys       = []string{"num-connections", "num-qps", "rdma-verb", "num-msgs-per-qp", "mtu", "message-size", "multi-gid", "barrier-sync", "tx-depth", "min-retransmit-timeout", "max-retransmit-retry", "rnr-retry", "dscp-list", "data-pkt-events", "listen-port"}
 	testbeds          = []string{"sim", "netns", "rxe-vm", "remote"}
-	validMTUs         = []int{256, 512, 1024, 2048, 4096}
 	referenceNICNames = map[string]string{"cx4": "cx4lx", "cx5": "cx5", "cx6": "cx6dx", "e810": "e810"}
 	profileNames      = []string{"cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g", "rxe"}
 )
@@ -120,30 +121,8 @@ func defaultScenario() *Scenario {
 
 func (d *decoder) parse(data []byte) *Scenario {
 	s := defaultScenario()
-	f, err := parser.ParseBytes(data, 0)
-	if err != nil {
-		d.syntaxError(err)
-		return s
-	}
-	var docs []*ast.DocumentNode
-	for _, doc := range f.Docs {
-		if doc != nil && doc.Body != nil {
-			docs = append(docs, doc)
-		}
-	}
-	if len(docs) == 0 {
-		d.errAt(1, 1, "", "the file is empty; expected a scenario mapping (testbed, requester, responder, traffic, ...)")
-		return s
-	}
-	if len(docs) > 1 {
-		l, c := nodePos(docs[1].Body)
-		d.errAt(l, c, "", "a second YAML document; expected exactly one scenario per file")
-		return s
-	}
-	d.collectAnchors(docs[0], 0)
-	root := d.mkval(docs[0].Body, "", 1, 1)
-	if _, ok := root.n.(*ast.MappingNode); !ok {
-		d.errv(root, "%s is not a mapping; expected a scenario mapping (testbed, requester, responder, traffic, ...)", show(root.n))
+	root, ok := d.root(data)
+	if !ok {
 		return s
 	}
 	fields, _ := d.fields(root)
@@ -159,19 +138,11 @@ func (d *decoder) parse(data []byte) *Scenario {
 				s.Testbed = t
 			}
 		case "seed":
-			if x, ok := f.v.n.(*ast.IntegerNode); ok {
-				switch n := x.Value.(type) {
-				case int64:
-					if n >= 0 {
-						s.Seed = uint64(n)
-						continue
-					}
-				case uint64:
-					s.Seed = n
-					continue
-				}
+			if n, ok := seedOf(f.v); ok {
+				s.Seed = n
+			} else {
+				d.errv(f.v, "%s is not a valid seed; expected an integer in 0..18446744073709551615", show(f.v.n))
 			}
-			d.errv(f.v, "%s is not a valid seed; expected an integer in 0..18446744073709551615", show(f.v.n))
 		case "index-base":
 			v := f.v
 			df.indexBase = &v
@@ -226,6 +197,53 @@ func (d *decoder) parse(data []byte) *Scenario {
 	}
 	d.finish(s, &df)
 	return s
+}
+
+// root parses the file and returns its one document's top-level mapping; a syntax error, no document, a
+// second document or a top level that is not a mapping is reported, and ok is false.
+func (d *decoder) root(data []byte) (root val, ok bool) {
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		d.syntaxError(err)
+		return val{}, false
+	}
+	var docs []*ast.DocumentNode
+	for _, doc := range f.Docs {
+		if doc != nil && doc.Body != nil {
+			docs = append(docs, doc)
+		}
+	}
+	if len(docs) == 0 {
+		d.errAt(1, 1, "", "the file is empty; expected a scenario mapping (testbed, requester, responder, traffic, ...)")
+		return val{}, false
+	}
+	if len(docs) > 1 {
+		l, c := nodePos(docs[1].Body)
+		d.errAt(l, c, "", "a second YAML document; expected exactly one scenario per file")
+		return val{}, false
+	}
+	d.collectAnchors(docs[0], 0)
+	root = d.mkval(docs[0].Body, "", 1, 1)
+	if _, ok := root.n.(*ast.MappingNode); !ok {
+		d.errv(root, "%s is not a mapping; expected a scenario mapping (testbed, requester, responder, traffic, ...)", show(root.n))
+		return val{}, false
+	}
+	return root, true
+}
+
+// seedOf reads a seed: an integer in 0..2^64-1.
+func seedOf(v val) (uint64, bool) {
+	if x, ok := v.n.(*ast.IntegerNode); ok {
+		switch n := x.Value.(type) {
+		case int64:
+			if n >= 0 {
+				return uint64(n), true
+			}
+		case uint64:
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 func boolRank(b bool) int {
@@ -603,7 +621,7 @@ func (d *decoder) traffic(v val, t *Traffic, df *deferred) {
 			switch {
 			case !isInt:
 				d.errv(f.v, "%s is not a valid path MTU; expected one of 256, 512, 1024, 2048, 4096", show(f.v.n))
-			case !slices.Contains(validMTUs, int(x)):
+			case !roce.ValidMTU(int(x)):
 				d.errv(f.v, "%d is not a valid path MTU; expected one of 256, 512, 1024, 2048, 4096", x)
 			default:
 				t.MTU = int(x)

@@ -8,6 +8,9 @@ package scenario
 import (
 	"net/netip"
 	"path/filepath"
+	"strings"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Format names the dialect a scenario file was written in.
@@ -152,10 +155,7 @@ type Traffic struct {
 
 // PacketsPerMessage is ceil(message-size / mtu), at least 1.
 func (t Traffic) PacketsPerMessage() int {
-	if t.MTU <= 0 || t.MessageSize <= 0 {
-		return 1
-	}
-	return (t.MessageSize + t.MTU - 1) / t.MTU
+	return roce.PacketsPerMessage(t.MessageSize, t.MTU)
 }
 
 // PacketsPerConnection is the number of data packets one connection sends without retransmissions.
@@ -250,6 +250,15 @@ func (s *Scenario) ZeroBased(i int) int { return i - s.IndexBase }
 
 // WithSeed replaces the seed (the --seed flag); everything random derives from it.
 func (s *Scenario) WithSeed(seed uint64) { s.Seed = seed }
+
+// ProfileRef is what a NIC type names for rnic.LoadProfile: a profile name as it is, or a profile file
+// (.yaml, .yml) relative to the scenario file's directory.
+func (s *Scenario) ProfileRef(typ string) string {
+	if strings.HasSuffix(typ, ".yaml") || strings.HasSuffix(typ, ".yml") {
+		return s.ResolvePath(typ)
+	}
+	return typ
+}
 
 // ResolvePath returns p relative to the scenario file's directory when p is relative (profile files).
 func (s *Scenario) ResolvePath(p string) string {

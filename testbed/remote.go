@@ -15,13 +15,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/live"
-	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/remote"
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/scenario"
-	"github.com/lumina-go/lumina/trace"
 )
 
 // The remote testbed: each role (requester, responder, switch, dumpers) is a host reached over SSH, where
@@ -55,7 +55,7 @@ type remotePlan struct {
 	stop     []step       // responder, switch, dumpers
 	meta     []inject.ConnMeta
 	limit    time.Duration
-	cfg      netsim.Config
+	cfg      lab.Config
 	rec      *recorder
 }
 
@@ -72,11 +72,12 @@ type RemoteOptions struct {
 	AgentBinary string
 }
 
-// remoteInvalid is a run that started and could not finish: the results directory gets an invalid verdict
-// with the reason, never something that looks like a valid result.
-type remoteInvalid struct{ reason string }
+// InvalidRunError is a run that started and could not finish (a remote host or agent failed, or the run was
+// interrupted): its results are removed, and the verdict stage records an invalid verdict with the reason,
+// never something that looks like a valid result.
+type InvalidRunError struct{ Reason string }
 
-func (e *remoteInvalid) Error() string { return e.reason }
+func (e *InvalidRunError) Error() string { return e.Reason }
 
 // planRemote validates the scenario's remote section and computes every operation. Errors are bad input.
 func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
@@ -174,7 +175,7 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	intents, err := Intents(sc)
+	intents, err := inject.Intents(sc)
 	if err != nil {
 		return nil, badInput(err)
 	}
@@ -240,7 +241,7 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 	add(hostResp, &remote.EndpointStart{Iface: r.Responder.IfName, Profile: respProf, ProfileYAML: respYAML, Spec: tp.Responder})
 	add(hostReq, &remote.IfaceSetup{Iface: r.Requester.IfName, MTU: mtu, OffloadOff: true, Promisc: true})
 	add(hostReq, &remote.EndpointStart{Requester: true, Iface: r.Requester.IfName, Profile: reqProf, ProfileYAML: reqYAML, Spec: tp.Requester})
-	p.install = step{host: hostSw, op: &remote.SwitchInstall{Conns: live.ToWire(tp.Meta).Conns}}
+	p.install = step{host: hostSw, op: &remote.SwitchInstall{Conns: tp.Meta}}
 	p.limit = time.Duration(cfg.RunLimitNs)
 	if p.limit <= 0 {
 		p.limit = 30 * time.Second
@@ -448,7 +449,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		if ctx.Err() != nil {
 			reason = "interrupted (SIGINT/SIGTERM): " + reason
 		}
-		return nil, &remoteInvalid{reason: "remote run " + p.runID + " did not complete: " + reason}
+		return nil, &InvalidRunError{Reason: "remote run " + p.runID + " did not complete: " + reason}
 	}
 	fmt.Fprintf(log, "lumina: remote run %s: setting up the switch, %d dumper(s) and the endpoints\n", p.runID, len(p.hosts)-hostDump)
 	for _, s := range p.setup {
@@ -482,7 +483,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		if err := call(s, &dr); err != nil {
 			return invalid(err)
 		}
-		path := filepath.Join(opts.OutDir, DirDump, fmt.Sprintf("dumper-%d.pcap", i))
+		path := filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i))
 		f, err := os.Create(path)
 		if err != nil {
 			return nil, fmt.Errorf("writing results: %w", err)
@@ -494,7 +495,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		if err != nil {
 			return invalid(fmt.Errorf("%s: fetching the dump: %w", p.hosts[s.host].target, err))
 		}
-		if err := writeJSON(filepath.Join(opts.OutDir, DirDump), fmt.Sprintf("dumper-%d.stats.json", i), dr.Stats); err != nil {
+		if err := writeJSON(filepath.Join(opts.OutDir, resultsdir.DirDump), fmt.Sprintf("dumper-%d.stats.json", i), dr.Stats); err != nil {
 			return nil, err
 		}
 		res.Dumps = append(res.Dumps, live.DumpFile{Path: path, Stats: dr.Stats})
@@ -513,11 +514,11 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	for k, v := range respRes.DataStats {
 		data[k] = v
 	}
-	res.PerConn = make([]netsim.ConnResult, len(p.meta))
+	res.PerConn = make([]lab.ConnResult, len(p.meta))
 	for i := range res.PerConn {
 		r, ok := reqRes.Results[i]
 		if !ok {
-			r = netsim.ConnResult{Verb: p.meta[i].Verb, Status: netsim.StatusIncomplete}
+			r = lab.ConnResult{Verb: p.meta[i].Verb, Status: rnic.ConnIncomplete}
 		}
 		r.DataPackets, r.Retransmissions = data[i][0], data[i][1]
 		res.PerConn[i] = r
@@ -528,7 +529,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	st := swRes.Status
 	for q := range 2 {
 		ps := st.Ports[q]
-		res.SwitchPorts[q] = netsim.SwitchPortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
+		res.SwitchPorts[q] = inject.PortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
 	}
 	res.FlushedFrames = int(st.Flushed)
 	if err := writeRemoteRaw(opts.OutDir, st, agents, p); err != nil {
@@ -567,24 +568,16 @@ func writeRemoteRaw(dir string, st live.SwitchStatus, agents []*remote.AgentConn
 }
 
 // resultFiles are what a run writes; an invalid remote run removes them so that nothing looks valid.
-var resultFiles = []string{FileScenario, FileTrace, FileCounters, FileTraffic, FileAnalysis, FileConnections, FileSwitch}
+var resultFiles = []string{resultsdir.FileScenario, resultsdir.FileTrace, resultsdir.FileCounters, resultsdir.FileTraffic, resultsdir.FileAnalysis, resultsdir.FileConnections, resultsdir.FileSwitch}
 
-// invalidOutcome writes analysis.json with the invalid verdict and the reason, and nothing else.
-func invalidOutcome(dir string, sc *scenario.Scenario, reason string) (*Outcome, error) {
+// clearResults removes what a run that could not finish may have written, so that nothing looks valid.
+func clearResults(dir string) {
 	for _, f := range resultFiles {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
 	_ = os.RemoveAll(filepath.Join(dir, RemoteRawDir))
-	old, _ := filepath.Glob(filepath.Join(dir, DirDump, "*"))
+	old, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*"))
 	for _, f := range old {
 		_ = os.Remove(f)
 	}
-	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase,
-		Integrity: trace.Integrity{OK: false, Checks: []trace.CheckResult{{Name: "run-completed", OK: false, Detail: reason}}},
-		Analysis:  &analyze.Analysis{}, Verdict: VerdictInvalid}
-	doc.Expectations = evaluate(sc, doc)
-	if err := writeJSON(dir, FileAnalysis, doc); err != nil {
-		return nil, err
-	}
-	return &Outcome{Dir: dir, Doc: doc, Scenario: sc, Counters: &CountersFile{}}, nil
 }

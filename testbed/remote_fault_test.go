@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verdict"
 	"net"
 	"os"
 	"os/exec"
@@ -69,7 +71,7 @@ func TestRemoteEnvironmentFaults(t *testing.T) {
 			}
 			sc := load(t, strings.Replace(y, c.old, c.new, 1))
 			dir := t.TempDir()
-			_, err := Run(sc, Options{OutDir: dir, Remote: RemoteOptions{AgentBinary: h.agent}})
+			_, err := runJudged(sc, Options{OutDir: dir, Remote: RemoteOptions{AgentBinary: h.agent}})
 			if err == nil || !errors.Is(err, ErrInput) {
 				t.Fatalf("error %v; want an environment error (exit 2)", err)
 			}
@@ -78,7 +80,7 @@ func TestRemoteEnvironmentFaults(t *testing.T) {
 					t.Errorf("error lacks %q:\n%v", w, err)
 				}
 			}
-			if IsResultsDir(dir) {
+			if resultsdir.IsDir(dir) {
 				t.Error("a failed run left a results directory that looks valid")
 			}
 			h.assertClean(t)
@@ -120,9 +122,9 @@ func waitTraffic(t *testing.T, h *sshHosts, done <-chan struct{}) {
 	}
 }
 
-func assertInvalid(t *testing.T, o *Outcome, want ...string) {
+func assertInvalid(t *testing.T, o *verdict.Outcome, want ...string) {
 	t.Helper()
-	if o.Doc.Verdict != VerdictInvalid || o.ExitCode() != 3 {
+	if o.Doc.Verdict != verdict.Invalid || o.ExitCode() != 3 {
 		t.Fatalf("verdict %s exit %d; want invalid, 3", o.Doc.Verdict, o.ExitCode())
 	}
 	detail := ""
@@ -146,11 +148,11 @@ func TestRemoteAgentKilled(t *testing.T) {
 	sc := load(t, h.scenario(longWrite, ""))
 	dir := t.TempDir()
 	done := make(chan struct{})
-	var o *Outcome
+	var o *verdict.Outcome
 	var err error
 	go func() {
 		defer close(done)
-		o, err = Run(sc, Options{OutDir: dir, Remote: RemoteOptions{AgentBinary: h.agent}})
+		o, err = runJudged(sc, Options{OutDir: dir, Remote: RemoteOptions{AgentBinary: h.agent}})
 	}()
 	waitTraffic(t, h, done)
 	pid := h.agentPID("responder")
@@ -165,7 +167,7 @@ func TestRemoteAgentKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertInvalid(t, o, "did not complete", "responder", "agent ended")
-	if IsResultsDir(dir) {
+	if resultsdir.IsDir(dir) {
 		t.Error("the results directory of a killed run looks valid")
 	}
 	h.assertClean(t)
@@ -180,14 +182,14 @@ func TestRemoteDumperFull(t *testing.T) {
 	h := newSSHHosts(t, 3)
 	sc := load(t, h.scenario(listing2, "  pkt-dump-conf: {max-packets: 20}\n"))
 	dir := t.TempDir()
-	o, err := Run(sc, Options{OutDir: dir, Remote: RemoteOptions{AgentBinary: h.agent}})
+	o, err := runJudged(sc, Options{OutDir: dir, Remote: RemoteOptions{AgentBinary: h.agent}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Doc.Verdict != VerdictInvalid || o.ExitCode() != 3 || o.Doc.Integrity.OK {
+	if o.Doc.Verdict != verdict.Invalid || o.ExitCode() != 3 || o.Doc.Integrity.OK {
 		t.Fatalf("verdict %s integrity %+v; want invalid (the dump is incomplete)", o.Doc.Verdict, o.Doc.Integrity)
 	}
-	st, err := os.ReadFile(filepath.Join(dir, DirDump, "dumper-0.stats.json"))
+	st, err := os.ReadFile(filepath.Join(dir, resultsdir.DirDump, "dumper-0.stats.json"))
 	if err != nil || !bytes.Contains(st, []byte(`"complete": false`)) || bytes.Contains(st, []byte(`"buffer_full_drop": 0,`)) {
 		t.Errorf("dumper 0 stats do not report its drops: %v %s", err, st)
 	}
@@ -230,11 +232,11 @@ func TestRemoteInterrupt(t *testing.T) {
 		!strings.Contains(out.String(), "interrupted (SIGINT/SIGTERM)") {
 		t.Errorf("lumina run's summary does not say why the test is invalid:\n%s", out.String())
 	}
-	a, err := os.ReadFile(filepath.Join(dir, FileAnalysis))
+	a, err := os.ReadFile(filepath.Join(dir, resultsdir.FileAnalysis))
 	if err != nil || !bytes.Contains(a, []byte(`"verdict": "invalid"`)) || !bytes.Contains(a, []byte("interrupted")) {
 		t.Errorf("analysis.json after SIGINT: %v\n%s", err, a)
 	}
-	if IsResultsDir(dir) {
+	if resultsdir.IsDir(dir) {
 		t.Error("the results directory of an interrupted run looks valid")
 	}
 	h.assertClean(t)
@@ -333,7 +335,7 @@ func TestRemoteControllerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	if IsResultsDir(dir) {
+	if resultsdir.IsDir(dir) {
 		t.Error("the results directory of a killed controller looks valid")
 	}
 	h.assertClean(t)
@@ -348,7 +350,7 @@ func TestRemoteMissingInterface(t *testing.T) {
 	h := newSSHHosts(t, 8)
 	y := strings.Replace(h.scenario(listing2, ""), "if-name: eth0, switch-port: sw-resp", "if-name: eth9, switch-port: sw-resp", 1)
 	var progress bytes.Buffer
-	_, err := Run(load(t, y), Options{OutDir: t.TempDir(), Progress: &progress, Remote: RemoteOptions{AgentBinary: h.agent}})
+	_, err := runJudged(load(t, y), Options{OutDir: t.TempDir(), Progress: &progress, Remote: RemoteOptions{AgentBinary: h.agent}})
 	if err == nil || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "responder (root@"+h.ips["responder"]+":22): starting the agent") ||
 		!strings.Contains(err.Error(), "interface eth9 does not exist") || !strings.Contains(err.Error(), "eth0") {
 		t.Fatalf("error %v", err)

@@ -2,6 +2,8 @@ package testbed
 
 import (
 	"fmt"
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verdict"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,7 +14,7 @@ import (
 )
 
 // retransFacts are the go-back-N facts of an analysis that do not depend on timing.
-func retransFacts(o *Outcome) []string {
+func retransFacts(o *verdict.Outcome) []string {
 	var out []string
 	for _, r := range o.Doc.Retransmissions {
 		trig := "<nil>"
@@ -36,7 +38,7 @@ func TestRemoteListing2MatchesNetns(t *testing.T) {
 	if sc.Remote == nil || sc.Remote.Switch.ControlIP != h.ips["switch"] || len(sc.Remote.Dumpers) != 2 {
 		t.Fatalf("remote section %+v", sc.Remote)
 	}
-	o, err := Run(sc, Options{OutDir: t.TempDir(), Remote: RemoteOptions{AgentBinary: h.agent}})
+	o, err := runJudged(sc, Options{OutDir: t.TempDir(), Remote: RemoteOptions{AgentBinary: h.agent}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +65,11 @@ func TestRemoteListing2MatchesNetns(t *testing.T) {
 			t.Errorf("qp %d: %s, %d of 10 messages", tr.QP, tr.Status, tr.Completed)
 		}
 	}
-	if !IsResultsDir(o.Dir) {
+	if !resultsdir.IsDir(o.Dir) {
 		t.Error("the results directory lacks the effective scenario")
 	}
 	// The results directory re-analyzes to the same verdict (the effective scenario keeps the hosts).
-	re, err := Reanalyze(o.Dir)
+	re, err := verdict.Reanalyze(o.Dir)
 	if err != nil || re.Doc.Verdict != o.Doc.Verdict || re.Scenario.Remote == nil {
 		t.Errorf("reanalyze: %v, verdict %v", err, re)
 	}
@@ -107,7 +109,7 @@ func TestRemoteReadMatchesNetns(t *testing.T) {
 	}
 	h := newSSHHosts(t, 6)
 	netns := run(t, load(t, "testbed: netns\n"+readDrop), t.TempDir())
-	o, err := Run(load(t, h.scenario(readDrop, "")), Options{OutDir: t.TempDir(), Remote: RemoteOptions{AgentBinary: h.agent}})
+	o, err := runJudged(load(t, h.scenario(readDrop, "")), Options{OutDir: t.TempDir(), Remote: RemoteOptions{AgentBinary: h.agent}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +164,7 @@ func TestRemoteMixedEventsMatchNetns(t *testing.T) {
 	}
 	h := newSSHHosts(t, 10)
 	netns := run(t, load(t, "testbed: netns\n"+mixedEvents), t.TempDir())
-	o, err := Run(load(t, h.scenario(mixedEvents, "")), Options{OutDir: t.TempDir(), Remote: RemoteOptions{AgentBinary: h.agent}})
+	o, err := runJudged(load(t, h.scenario(mixedEvents, "")), Options{OutDir: t.TempDir(), Remote: RemoteOptions{AgentBinary: h.agent}})
 	if err != nil {
 		t.Fatal(err)
 	}

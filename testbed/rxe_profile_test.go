@@ -1,6 +1,8 @@
 package testbed
 
 import (
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verdict"
 	"math"
 	"testing"
 
@@ -22,13 +24,13 @@ responder: {nic: {type: rxe, ip-list: [10.0.0.3/24]}}
 		name, traffic, events string
 		packets               int // measured on rxe-vm: packets in the trace
 		req, resp             delta
-		check                 func(t *testing.T, o *Outcome)
+		check                 func(t *testing.T, o *verdict.Outcome)
 	}{
 		{"write drop: one NAK, go back N", // measured: rxe-vm write-drop
 			"{num-connections: 1, rdma-verb: write, num-msgs-per-qp: 20, mtu: 1024, message-size: 10240, min-retransmit-timeout: 18}",
 			"[{qpn: 1, psn: 5, type: drop, iter: 1}]", 227,
 			delta{"sent_pkts": 206, "rcvd_pkts": 21, "rcvd_seq_err": 1}, delta{"sent_pkts": 21, "rcvd_pkts": 205, "out_of_seq_request": 1},
-			func(t *testing.T, o *Outcome) {
+			func(t *testing.T, o *verdict.Outcome) {
 				r := o.Doc.Retransmissions
 				if len(r) != 1 || r[0].Trigger == nil || *r[0].Trigger != "nack" {
 					t.Errorf("retransmissions %+v; want one, triggered by a NAK", r)
@@ -41,7 +43,7 @@ responder: {nic: {type: rxe, ip-list: [10.0.0.3/24]}}
 			"{num-connections: 1, rdma-verb: write, num-msgs-per-qp: 1, mtu: 1024, message-size: 10240, min-retransmit-timeout: 14}",
 			"[{qpn: 1, psn: 10, type: drop, iter: 1}]", 30,
 			delta{"sent_pkts": 20, "rcvd_pkts": 10}, delta{"sent_pkts": 10, "rcvd_pkts": 19, "duplicate_request": 9},
-			func(t *testing.T, o *Outcome) {
+			func(t *testing.T, o *verdict.Outcome) {
 				to := o.Doc.Timeouts
 				if len(to) != 1 || to[0].Timeouts != 1 || len(to[0].TimeoutIntervalsUs) != 1 {
 					t.Fatalf("timeouts %+v; want one", to)
@@ -55,7 +57,7 @@ responder: {nic: {type: rxe, ip-list: [10.0.0.3/24]}}
 			"{num-connections: 1, rdma-verb: write, num-msgs-per-qp: 5, mtu: 1024, message-size: 10240, min-retransmit-timeout: 18}",
 			"[{qpn: 1, psn: 3, type: ecn, iter: 1}, {qpn: 1, psn: 13, type: ecn, iter: 1}, {qpn: 1, psn: 14, type: ecn, iter: 1}]", 55,
 			delta{"sent_pkts": 50, "rcvd_pkts": 5}, delta{"sent_pkts": 5, "rcvd_pkts": 50},
-			func(t *testing.T, o *Outcome) {
+			func(t *testing.T, o *verdict.Outcome) {
 				c := o.Doc.CNP
 				if c.ECNMarked != 3 || c.CNPs != 0 || c.Expected == nil || *c.Expected != 0 {
 					t.Errorf("cnp %+v; want 3 CE marks, 0 CNPs, 0 expected", c)
@@ -65,7 +67,7 @@ responder: {nic: {type: rxe, ip-list: [10.0.0.3/24]}}
 			"{num-connections: 1, rdma-verb: read, num-msgs-per-qp: 5, mtu: 1024, message-size: 10240, min-retransmit-timeout: 18}",
 			"[{qpn: 1, psn: 5, type: drop, iter: 1}]", 62,
 			delta{"sent_pkts": 6, "rcvd_pkts": 55}, delta{"sent_pkts": 56, "rcvd_pkts": 6, "duplicate_request": 1},
-			func(t *testing.T, o *Outcome) {
+			func(t *testing.T, o *verdict.Outcome) {
 				r := o.Doc.Retransmissions
 				if len(r) != 1 || r[0].NACKGenerationUs == nil {
 					t.Fatalf("retransmissions %+v; want one re-issue", r)
@@ -82,11 +84,11 @@ responder: {nic: {type: rxe, ip-list: [10.0.0.3/24]}}
 			if err != nil {
 				t.Fatal(err)
 			}
-			o, err := Run(sc, Options{OutDir: t.TempDir()})
+			o, err := runJudged(sc, Options{OutDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.Doc.Verdict != VerdictPass {
+			if o.Doc.Verdict != verdict.Pass {
 				t.Errorf("verdict %s; want pass (checks and counters consistent)", o.Doc.Verdict)
 			}
 			if o.Doc.Packets != tc.packets {
@@ -94,7 +96,7 @@ responder: {nic: {type: rxe, ip-list: [10.0.0.3/24]}}
 			}
 			for _, h := range []struct {
 				name string
-				hc   HostCounters
+				hc   resultsdir.HostCounters
 				want delta
 			}{{"requester", o.Counters.Requester, tc.req}, {"responder", o.Counters.Responder, tc.resp}} {
 				if h.hc.Vendor != "rxe" {

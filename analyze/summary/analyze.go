@@ -83,8 +83,8 @@ func IsMirrorTagged(path string) (bool, error) {
 		if p.LinkType != trace.LinkTypeEthernet {
 			return false, nil
 		}
-		m, ok := trace.DecodeMirror(p.Data)
-		if !ok || m.Event > trace.EventRewrite || (i > 0 && m.Seq <= prev) {
+		m, ok := roce.DecodeMirror(p.Data)
+		if !ok || m.Event > roce.EventRewrite || (i > 0 && m.Seq <= prev) {
 			return false, nil
 		}
 		prev = m.Seq

@@ -11,8 +11,9 @@ import (
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/report"
-	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 func newAnalyzeCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -44,10 +45,10 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
   lumina analyze results/listing2`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 && testbed.IsResultsDir(args[0]) {
-				o, err := testbed.Reanalyze(args[0])
+			if len(args) == 1 && resultsdir.IsDir(args[0]) {
+				o, err := verdict.Reanalyze(args[0])
 				if err != nil {
-					if errors.Is(err, testbed.ErrInput) {
+					if errors.Is(err, resultsdir.ErrInput) {
 						return fail(exitBadArgs, err)
 					}
 					return fail(exitFailed, err)

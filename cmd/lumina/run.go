@@ -10,8 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lumina-go/lumina/report"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -63,9 +65,18 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 			if !quiet {
 				progress = stderr
 			}
-			o, err := testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress})
+			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress})
+			var o *verdict.Outcome
+			var invalid *testbed.InvalidRunError
+			switch {
+			case errors.As(err, &invalid):
+				// The run started and could not finish: the verdict says invalid, with the reason.
+				o, err = verdict.RecordInvalid(out, sc, invalid.Reason)
+			case err == nil:
+				o, err = verdict.Judge(out, sc)
+			}
 			if err != nil {
-				if errors.Is(err, testbed.ErrInput) {
+				if errors.Is(err, resultsdir.ErrInput) {
 					return fail(exitBadArgs, err)
 				}
 				return fail(exitFailed, err)

@@ -1,4 +1,8 @@
-package netsim
+// Package lab describes a Lumina lab as plain data: two hosts with their NIC profiles and addresses, the
+// cables, the switch logic's constructor, the dumpers and the traffic; and what a run in it reports. The
+// simulator (netsim) and the real-packet testbed (live) both run a lab.Config and return a lab.Result, so the
+// live testbed needs nothing of the simulator.
+package lab
 
 import (
 	"net/netip"
@@ -8,7 +12,7 @@ import (
 	"github.com/lumina-go/lumina/roce"
 )
 
-// Config is one simulated run as plain data; package testbed builds it from a scenario.
+// Config is one run as plain data; package testbed builds it from a scenario.
 type Config struct {
 	Seed      uint64
 	Requester HostConfig
@@ -21,7 +25,7 @@ type Config struct {
 	Traffic         TrafficConfig
 	// NewSwitch builds the switch logic from the connections' runtime metadata. It is called once, after the
 	// metadata exchange and before any traffic (the paper's barrier). Nil means DefaultSwitch.
-	NewSwitch func(conns []inject.ConnMeta) (SwitchLogic, error)
+	NewSwitch func(conns []inject.ConnMeta) (inject.Logic, error)
 	// Dumpers is the number of dumpers (for DefaultSwitch); Dump receives every mirrored frame, which is only
 	// valid during the call. Nil discards.
 	Dumpers int
@@ -104,7 +108,7 @@ type Result struct {
 		Requester, Responder CounterSnapshot
 	}
 	// SwitchPorts are the switch's per-port RoCE counters (0 = requester side).
-	SwitchPorts [2]SwitchPortCounters
+	SwitchPorts [2]inject.PortCounters
 	// Switch is the switch logic's own counters when it exposes them (Counters() method), else nil.
 	Switch any
 	// FlushedFrames counts frames the switch logic still held at the end.
@@ -119,16 +123,6 @@ type Result struct {
 type CounterSnapshot struct {
 	Start, Finish []rnic.Counter
 }
-
-// Conn statuses (rnic's shared names).
-const (
-	StatusOK            = rnic.ConnOK
-	StatusRetryExceeded = rnic.ConnRetryExceeded
-	StatusRNRExceeded   = rnic.ConnRNRExceeded
-	StatusFlushed       = rnic.ConnFlushed
-	StatusRemoteError   = rnic.ConnRemoteError
-	StatusIncomplete    = rnic.ConnIncomplete
-)
 
 // ConnResult is one connection's outcome as the traffic generator sees it.
 type ConnResult struct {

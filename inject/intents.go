@@ -1,19 +1,19 @@
-package testbed
+package inject
 
 import (
 	"fmt"
 
-	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 )
 
 // Intents resolves the scenario's events into the injector's intents: 0-based connection and PSN offsets, one
 // intent per targeted packet (psn: all, every-msg, msg and every expanded here), with the scenario place as Source.
-func Intents(sc *scenario.Scenario) ([]inject.Intent, error) {
+func Intents(sc *scenario.Scenario) ([]Intent, error) {
 	t := sc.Traffic
 	ppm := t.PacketsPerMessage()
 	msgs := max(t.NumMsgsPerQP, 1)
-	var out []inject.Intent
+	var out []Intent
 	for i, ev := range sc.Events {
 		src := fmt.Sprintf("events[%d]", i)
 		if ev.Line > 0 {
@@ -27,7 +27,7 @@ func Intents(sc *scenario.Scenario) ([]inject.Intent, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", src, err)
 		}
-		base := inject.Intent{
+		base := Intent{
 			Conn:    sc.ZeroBased(ev.QP),
 			Kind:    kind,
 			Iter:    ev.Iter,
@@ -39,7 +39,7 @@ func Intents(sc *scenario.Scenario) ([]inject.Intent, error) {
 			Value:   ev.Value,
 			Source:  src,
 		}
-		if kind == inject.KindAck || kind == inject.KindNAK || kind == inject.KindCNP {
+		if kind == KindAck || kind == KindNAK || kind == KindCNP {
 			in := base
 			in.Nth = sc.ZeroBased(ev.Nth)
 			out = append(out, in)
@@ -49,7 +49,7 @@ func Intents(sc *scenario.Scenario) ([]inject.Intent, error) {
 			in := base
 			in.PSN = off
 			// Within a message scope, iter counts that message's rounds (see docs/scenario.md).
-			in.MsgIter = kind == inject.KindData && (ev.Msg != nil || ev.EveryMsg)
+			in.MsgIter = kind == KindData && (ev.Msg != nil || ev.EveryMsg)
 			out = append(out, in)
 		}
 	}
@@ -91,38 +91,38 @@ func psnOffsets(sc *scenario.Scenario, ev scenario.Event, ppm, msgs int) []int {
 	return offs
 }
 
-func packetKind(s string) (inject.PacketKind, error) {
+func packetKind(s string) (PacketKind, error) {
 	switch s {
 	case "", scenario.PacketData:
-		return inject.KindData, nil
+		return KindData, nil
 	case scenario.PacketAck:
-		return inject.KindAck, nil
+		return KindAck, nil
 	case scenario.PacketNak:
-		return inject.KindNAK, nil
+		return KindNAK, nil
 	case scenario.PacketCNP:
-		return inject.KindCNP, nil
+		return KindCNP, nil
 	case scenario.PacketReadReq:
-		return inject.KindReadReq, nil
+		return KindReadReq, nil
 	}
 	return 0, fmt.Errorf("unknown packet kind %q", s)
 }
 
-func actionKind(s string) (inject.ActionKind, error) {
+func actionKind(s string) (roce.EventType, error) {
 	switch s {
 	case scenario.EventDrop:
-		return inject.ActDrop, nil
+		return roce.EventDrop, nil
 	case scenario.EventECN:
-		return inject.ActECN, nil
+		return roce.EventECN, nil
 	case scenario.EventCorrupt:
-		return inject.ActCorrupt, nil
+		return roce.EventCorrupt, nil
 	case scenario.EventDelay:
-		return inject.ActDelay, nil
+		return roce.EventDelay, nil
 	case scenario.EventReorder:
-		return inject.ActReorder, nil
+		return roce.EventReorder, nil
 	case scenario.EventDuplicate:
-		return inject.ActDuplicate, nil
+		return roce.EventDuplicate, nil
 	case scenario.EventRewrite:
-		return inject.ActRewrite, nil
+		return roce.EventRewrite, nil
 	}
 	return 0, fmt.Errorf("unknown event type %q", s)
 }

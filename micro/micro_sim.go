@@ -1,14 +1,27 @@
-package netsim
+package micro
 
 import (
 	"fmt"
 
+	"github.com/lumina-go/lumina/internal/des"
 	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // The micro-architecture model runs in picoseconds: at 200 Gb/s a byte takes 40 ps, and nanosecond rounding
 // per frame would bias the rates by a few percent.
 const psPerNs = 1000
+
+// DefaultPropagationNs and DefaultSwitchLatencyNs are the paper's testbed, as in netsim (a netsim test holds
+// the two packages' values equal).
+const (
+	DefaultPropagationNs   = 100
+	DefaultSwitchLatencyNs = 300
+)
+
+// evKind is the type of a scheduled event (des.Event.Kind).
+type evKind = uint8
 
 // Event kinds of the workload model (its own queue; the values only need to differ among themselves).
 const (
@@ -86,7 +99,7 @@ type mconn struct {
 	epoch       uint16
 	inRR        [2]bool
 	// Responder side of READ: messages whose responses wait for a unit.
-	respQ ring
+	respQ des.Ring[int32]
 	// Receiver of data (SEND/WRITE: responder; READ: requester).
 	rxMinEpoch uint16 // go-back-N: frames of older attempts from message dropMsg on are discarded
 	dropMsg    int32
@@ -94,8 +107,8 @@ type mconn struct {
 	rqAvail, rqCached, rqFetching int
 	rqConsumed                    int // consumed since the last repost
 	lastUse                       int64
-	rxQueued                      int  // frames of the connection in the RX queue
-	parked                        ring // packets waiting for a receive WQE
+	rxQueued                      int             // frames of the connection in the RX queue
+	parked                        des.Ring[int32] // packets waiting for a receive WQE
 	// Packet staging (tx.staging-bytes): the connection holds staging while it has data to send.
 	txDone  int32 // messages of the current attempt whose last frame left the requester
 	respOut int   // READ requests whose last response frame has not left the responder
@@ -110,12 +123,12 @@ type mhost struct {
 	// Transmit.
 	dbFree     int64
 	freeUnits  int
-	dmaPending int  // jobs whose payload read is in flight
-	dmaBytes   int  // their payload bytes, which the transmit buffer holds room for
-	rr         ring // connections with transmit work
-	txQ        ring // packets waiting for the wire
-	ctrlQ      ring
-	loopQ      ring
+	dmaPending int             // jobs whose payload read is in flight
+	dmaBytes   int             // their payload bytes, which the transmit buffer holds room for
+	rr         des.Ring[int32] // connections with transmit work
+	txQ        des.Ring[int32] // packets waiting for the wire
+	ctrlQ      des.Ring[int32]
+	loopQ      des.Ring[int32]
 	txQBytes   int
 	wireBusy   bool
 	paused     bool // by the switch
@@ -132,7 +145,7 @@ type mhost struct {
 	qpc, mtt setAssoc
 	// Receive.
 	rxBuf      int
-	rxQ        ring
+	rxQ        des.Ring[int32]
 	rxBusy     bool
 	xoff       bool
 	xoffAt     int64
@@ -141,7 +154,7 @@ type mhost struct {
 	holders    []int32 // connections with cached receive WQEs
 	// Receive-WQE fetches in flight and waiting (connection, count).
 	fetchActive    int
-	fetchQ, fetchN ring
+	fetchQ, fetchN des.Ring[int32]
 	// Occupancy integral for the average.
 	occArea int64
 	occAt   int64
@@ -154,8 +167,8 @@ type mhost struct {
 
 // msim is one workload run.
 type msim struct {
-	w       *Workload
-	q       eventQueue
+	w       *scenario.Workload
+	q       des.Queue
 	now     int64
 	events  uint64
 	pkts    []mpkt
@@ -178,7 +191,7 @@ type msim struct {
 
 // swPort is the switch's egress toward one host, with the PFC state of the ingress feeding it.
 type swPort struct {
-	q        ring
+	q        des.Ring[int32]
 	bytes    int
 	busy     bool
 	paused   bool
@@ -187,7 +200,7 @@ type swPort struct {
 
 // RunWorkload simulates a workload on two hosts and returns the counters measured in the window.
 func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
-	if err := cfg.Workload.Validate(); err != nil {
+	if err := validateWorkload(&cfg.Workload); err != nil {
 		return nil, err
 	}
 	for i, p := range cfg.Profiles {
@@ -229,16 +242,16 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 	}
 	s.stageTx, s.stageRx = s.stagingEntries()
 	s.setupConns()
-	s.q.push(event{at: s.winFrom, kind: mevWindowStart})
-	s.q.push(event{at: s.winTo, kind: mevWindowEnd})
-	for s.q.len() > 0 {
-		e := s.q.pop()
-		s.now = e.at
+	s.q.Push(des.Event{At: s.winFrom, Kind: mevWindowStart})
+	s.q.Push(des.Event{At: s.winTo, Kind: mevWindowEnd})
+	for s.q.Len() > 0 {
+		e := s.q.Pop()
+		s.now = e.At
 		s.events++
 		if s.events > cfg.MaxEvents {
-			return nil, fmt.Errorf("%w: event limit %d at simulated time %d ns", ErrRunLimit, cfg.MaxEvents, s.now/psPerNs)
+			return nil, fmt.Errorf("%w: event limit %d at simulated time %d ns", des.ErrRunLimit, cfg.MaxEvents, s.now/psPerNs)
 		}
-		if e.kind == mevWindowEnd {
+		if e.Kind == mevWindowEnd {
 			break
 		}
 		s.dispatch(&e)
@@ -274,7 +287,7 @@ func defaultWarmupNs(cfg *WorkloadConfig) int64 {
 
 func psPerByte(gbps float64) int64 { return max(int64(8000/gbps+0.5), 1) }
 
-func newMHost(id int, p *rnic.Profile, w *Workload) *mhost {
+func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 	m := p.Micro
 	h := &mhost{id: id, m: m, freeUnits: m.Tx.Units, pktGapPs: int64(1e6 / m.MaxMpps)}
 	h.st.PausePrio = m.Rx.PausePrio
@@ -325,66 +338,66 @@ func (s *msim) setupConns() {
 	}
 }
 
-func (s *msim) dispatch(e *event) {
-	h := s.hosts[e.obj&1]
-	switch e.kind {
+func (s *msim) dispatch(e *des.Event) {
+	h := s.hosts[e.Obj&1]
+	switch e.Kind {
 	case mevWQEFetched:
-		c := &s.conns[e.arg]
-		c.ready += int(e.aux)
+		c := &s.conns[e.Arg]
+		c.ready += int(e.Aux)
 		c.fetching = false
 		if c.ready < wqeLowWater {
-			s.fetchWQEs(h, e.arg, h.dbFree)
+			s.fetchWQEs(h, e.Arg, h.dbFree)
 		}
-		s.wake(h, e.arg)
+		s.wake(h, e.Arg)
 	case mevUnitDone:
-		s.unitDone(h, e.arg)
+		s.unitDone(h, e.Arg)
 	case mevDMADone:
-		s.dmaDone(h, e.arg)
+		s.dmaDone(h, e.Arg)
 	case mevWireDone:
 		h.wireBusy = false
-		p := &s.pkts[e.arg]
+		p := &s.pkts[e.Arg]
 		s.count(&h.st.TxBytes, &h.st.TxPackets, p.wire)
-		s.q.push(event{at: s.now + s.propPs, kind: mevSwArrive, obj: int32(p.dst), arg: e.arg})
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevSwArrive, Obj: int32(p.dst), Arg: e.Arg})
 		s.sent(p)
 		if p.kind == mpData && s.w.QPType != "rc" && p.last() {
-			s.complete(e.arg)
+			s.complete(e.Arg)
 		}
 		s.trySend(h)
 	case mevSwArrive:
-		s.swArrive(int(e.obj), e.arg)
+		s.swArrive(int(e.Obj), e.Arg)
 	case mevSwTxDone:
-		s.swTxDone(int(e.obj), e.arg)
+		s.swTxDone(int(e.Obj), e.Arg)
 	case mevHostArrive:
-		s.arrive(h, e.arg)
+		s.arrive(h, e.Arg)
 	case mevRxDone:
 		h.rxBusy = false
-		s.rxDone(h, e.arg)
+		s.rxDone(h, e.Arg)
 		s.startRx(h)
 	case mevRxFree:
-		s.rxFree(h, e.arg)
+		s.rxFree(h, e.Arg)
 	case mevCtrlReady:
-		h.ctrlQ.push(e.arg)
+		h.ctrlQ.Push(e.Arg)
 		s.trySend(h)
 	case mevSwPause:
-		sp := &s.sw[e.obj]
-		sp.paused = e.aux == 1
+		sp := &s.sw[e.Obj]
+		sp.paused = e.Aux == 1
 		if !sp.paused {
-			s.swStart(int(e.obj))
+			s.swStart(int(e.Obj))
 		}
 	case mevHostPause:
-		s.hostPause(h, e.aux == 1)
+		s.hostPause(h, e.Aux == 1)
 	case mevRxWQEFetched:
-		s.rqFetched(h, e.arg, int(e.aux))
+		s.rqFetched(h, e.Arg, int(e.Aux))
 	case mevNAK:
-		s.goBack(h, e.arg, e.aux)
+		s.goBack(h, e.Arg, e.Aux)
 	case mevLoopDone:
 		h.loopBusy = false
-		p := &s.pkts[e.arg]
+		p := &s.pkts[e.Arg]
 		s.sent(p)
 		if p.kind == mpData && s.w.QPType != "rc" && p.last() {
-			s.complete(e.arg)
+			s.complete(e.Arg)
 		}
-		s.arrive(h, e.arg)
+		s.arrive(h, e.Arg)
 		s.tryLoop(h)
 	case mevWindowStart:
 		s.inWin = true
@@ -477,7 +490,7 @@ func (s *msim) fetchWQEs(h *mhost, ci int32, t int64) {
 	c.fetching = true
 	bytes := n * (h.m.Tx.WQEBaseBytes + s.w.SGE*h.m.Tx.WQESGEBytes)
 	done := s.pcieRead(h, max(t, s.now), bytes, false)
-	s.q.push(event{at: done, kind: mevWQEFetched, obj: int32(h.id), arg: ci, aux: int32(n)})
+	s.q.Push(des.Event{At: done, Kind: mevWQEFetched, Obj: int32(h.id), Arg: ci, Aux: int32(n)})
 }
 
 // complete retires the message of packet pi at its requester and lets the application post again.
@@ -494,7 +507,7 @@ func (s *msim) hasWork(c *mconn, h *mhost) bool {
 	if int(c.req) == h.id && c.ready > 0 && (s.w.Opcode != "read" || c.readsOut < mMaxRdAtom) {
 		return true
 	}
-	return int(c.resp) == h.id && c.respQ.size > 0
+	return int(c.resp) == h.id && c.respQ.Len() > 0
 }
 
 // wake puts a connection with transmit work in the host's round robin and starts idle units.
@@ -502,7 +515,7 @@ func (s *msim) wake(h *mhost, ci int32) {
 	c := &s.conns[ci]
 	if !c.inRR[h.id] && s.hasWork(c, h) {
 		c.inRR[h.id] = true
-		h.rr.push(ci)
+		h.rr.Push(ci)
 	}
 	s.startUnits(h)
 }
@@ -513,17 +526,17 @@ func (s *msim) wake(h *mhost, ci int32) {
 // next one is read).
 func (s *msim) startUnits(h *mhost) {
 	for h.freeUnits > 0 && (h.dmaPending < 2 || h.txQBytes+h.dmaBytes < h.m.Tx.BufferBytes) &&
-		h.dmaPending < h.m.PCIe.MaxOutstandingReads && h.rr.size > 0 {
-		ci := h.rr.pop()
+		h.dmaPending < h.m.PCIe.MaxOutstandingReads && h.rr.Len() > 0 {
+		ci := h.rr.Pop()
 		c := &s.conns[ci]
 		c.inRR[h.id] = false
 		if !s.hasWork(c, h) {
 			continue
 		}
 		j := mjob{conn: ci, epoch: c.epoch}
-		if int(c.resp) == h.id && c.respQ.size > 0 {
+		if int(c.resp) == h.id && c.respQ.Len() > 0 {
 			j.resp = true
-			j.msg = c.respQ.pop()
+			j.msg = c.respQ.Pop()
 		} else {
 			j.msg = c.nextMsg
 			c.nextMsg++
@@ -539,7 +552,7 @@ func (s *msim) startUnits(h *mhost) {
 		s.startJob(h, j)
 		if s.hasWork(c, h) {
 			c.inRR[h.id] = true
-			h.rr.push(ci)
+			h.rr.Push(ci)
 		}
 	}
 }
@@ -557,7 +570,7 @@ func (s *msim) startJob(h *mhost, j mjob) {
 	size := s.msgSize(j.msg)
 	t = s.lookupMTT(h, t, j.conn, j.msg, size, sge)
 	ji := s.newJob(j)
-	s.q.push(event{at: t, kind: mevUnitDone, obj: int32(h.id), arg: ji})
+	s.q.Push(des.Event{At: t, Kind: mevUnitDone, Obj: int32(h.id), Arg: ji})
 }
 
 // unitDone frees the unit and issues the payload DMA read: each SGE's bytes in read requests, bounded by the
@@ -582,7 +595,7 @@ func (s *msim) unitDone(h *mhost, ji int32) {
 		done = max(done, s.readPayload(h, s.stagingRefetch(h, size)))
 	}
 	h.dmaPending++
-	s.q.push(event{at: done, kind: mevDMADone, obj: int32(h.id), arg: ji})
+	s.q.Push(des.Event{At: done, Kind: mevDMADone, Obj: int32(h.id), Arg: ji})
 	s.startUnits(h)
 }
 
@@ -634,7 +647,7 @@ func (s *msim) dmaDone(h *mhost, ji int32) {
 	}
 	npk := 1
 	if kind != mpReadReq {
-		npk = max((size+w.MTU-1)/w.MTU, 1)
+		npk = roce.PacketsPerMessage(size, w.MTU)
 	}
 	for i := 0; i < npk; i++ {
 		p := mpkt{conn: j.conn, msg: j.msg, idx: int32(i), npk: int32(npk), kind: kind, epoch: j.epoch,
@@ -661,9 +674,9 @@ func (s *msim) dmaDone(h *mhost, ji int32) {
 		pi := s.newPkt(p)
 		h.txQBytes += int(p.wire)
 		if src == dst {
-			h.loopQ.push(pi)
+			h.loopQ.Push(pi)
 		} else {
-			h.txQ.push(pi)
+			h.txQ.Push(pi)
 		}
 	}
 	s.trySend(h)
@@ -677,10 +690,10 @@ func (s *msim) trySend(h *mhost) {
 	for !h.wireBusy && !h.paused {
 		var pi int32
 		switch {
-		case h.ctrlQ.size > 0:
-			pi = h.ctrlQ.pop()
-		case h.txQ.size > 0:
-			pi = h.txQ.pop()
+		case h.ctrlQ.Len() > 0:
+			pi = h.ctrlQ.Pop()
+		case h.txQ.Len() > 0:
+			pi = h.txQ.Pop()
 			p := &s.pkts[pi]
 			h.txQBytes -= int(p.wire)
 			if p.kind == mpData && p.epoch != s.conns[p.conn].epoch {
@@ -700,7 +713,7 @@ func (s *msim) trySend(h *mhost) {
 		start := max(s.now, h.nextTxAt)
 		h.nextTxAt = start + h.pktGapPs
 		h.wireBusy = true
-		s.q.push(event{at: start + int64(p.wire)*s.linkPsB, kind: mevWireDone, obj: int32(h.id), arg: pi})
+		s.q.Push(des.Event{At: start + int64(p.wire)*s.linkPsB, Kind: mevWireDone, Obj: int32(h.id), Arg: pi})
 	}
 	if !h.paused {
 		s.startUnits(h)
@@ -715,10 +728,10 @@ func (s *msim) tryLoop(h *mhost) {
 	if x := h.m.Tx.LoopbackXoffBytes; x > 0 {
 		limit = min(limit, x)
 	}
-	if h.loopBusy || h.loopQ.size == 0 || h.xoff || h.rxBuf >= limit {
+	if h.loopBusy || h.loopQ.Len() == 0 || h.xoff || h.rxBuf >= limit {
 		return
 	}
-	pi := h.loopQ.pop()
+	pi := h.loopQ.Pop()
 	p := &s.pkts[pi]
 	h.txQBytes -= int(p.wire)
 	if p.kind == mpData && p.epoch != s.conns[p.conn].epoch {
@@ -734,7 +747,7 @@ func (s *msim) tryLoop(h *mhost) {
 		d = int64(p.wire) // no limit: one ps per byte (8 Tb/s)
 	}
 	h.loopBusy = true
-	s.q.push(event{at: s.now + d, kind: mevLoopDone, obj: int32(h.id), arg: pi})
+	s.q.Push(des.Event{At: s.now + d, Kind: mevLoopDone, Obj: int32(h.id), Arg: pi})
 	s.startUnits(h)
 }
 
@@ -752,8 +765,8 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 		h.rdFree = max(s.now, h.rdFree) + xfer
 		return max(t, s.now) + xfer + m.ReadLatencyNs*psPerNs
 	}
-	if h.tags.len() >= m.MaxOutstandingReads {
-		if e := h.tags.pop(); e > t {
+	if h.tags.Len() >= m.MaxOutstandingReads {
+		if e := h.tags.Pop(); e > t {
 			if s.inWin {
 				h.st.PCIeBackPressureNs += (e - t) / psPerNs
 			}
@@ -773,7 +786,7 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 		lat += h.pathLatPs
 	}
 	done := end + lat
-	h.tags.push(done)
+	h.tags.Push(done)
 	// Assumption: only payload reads hold writes back; context and WQE reads are single short TLPs.
 	h.lastReadDone = max(h.lastReadDone, done)
 	return done
@@ -910,7 +923,7 @@ func (s *msim) stagingRefetch(h *mhost, size int) int {
 		return 0
 	}
 	miss := 1 - float64(sb)/float64(h.stageDemand)
-	npk := max((size+s.w.MTU-1)/s.w.MTU, 1)
+	npk := roce.PacketsPerMessage(size, s.w.MTU)
 	n := int(miss*float64(npk)*float64(s.stageTx) + 0.5)
 	if s.inWin {
 		h.st.StagingRefetchBytes += uint64(n)
@@ -923,11 +936,11 @@ func (s *msim) stagingRefetch(h *mhost, size int) int {
 func (s *msim) swArrive(port int, pi int32) {
 	sp := &s.sw[port]
 	p := &s.pkts[pi]
-	sp.q.push(pi)
+	sp.q.Push(pi)
 	sp.bytes += int(p.wire)
 	if !sp.pausedUp && sp.bytes > s.swXoff {
 		sp.pausedUp = true
-		s.q.push(event{at: s.now + s.propPs, kind: mevHostPause, obj: int32(1 - port), aux: 1})
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevHostPause, Obj: int32(1 - port), Aux: 1})
 	}
 	if !sp.busy {
 		// The switch pipeline latency is folded into the first frame's departure.
@@ -939,12 +952,12 @@ func (s *msim) swStart(port int) { s.swStartAt(port, s.now) }
 
 func (s *msim) swStartAt(port int, at int64) {
 	sp := &s.sw[port]
-	if sp.busy || sp.paused || sp.q.size == 0 {
+	if sp.busy || sp.paused || sp.q.Len() == 0 {
 		return
 	}
-	pi := sp.q.pop()
+	pi := sp.q.Pop()
 	sp.busy = true
-	s.q.push(event{at: at + int64(s.pkts[pi].wire)*s.linkPsB, kind: mevSwTxDone, obj: int32(port), arg: pi})
+	s.q.Push(des.Event{At: at + int64(s.pkts[pi].wire)*s.linkPsB, Kind: mevSwTxDone, Obj: int32(port), Arg: pi})
 }
 
 func (s *msim) swTxDone(port int, pi int32) {
@@ -953,9 +966,9 @@ func (s *msim) swTxDone(port int, pi int32) {
 	sp.bytes -= int(s.pkts[pi].wire)
 	if sp.pausedUp && sp.bytes < s.swXoff/2 {
 		sp.pausedUp = false
-		s.q.push(event{at: s.now + s.propPs, kind: mevHostPause, obj: int32(1 - port), aux: 0})
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevHostPause, Obj: int32(1 - port), Aux: 0})
 	}
-	s.q.push(event{at: s.now + s.propPs, kind: mevHostArrive, obj: int32(port), arg: pi})
+	s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevHostArrive, Obj: int32(port), Arg: pi})
 	s.swStart(port)
 }
 
@@ -1005,9 +1018,9 @@ func (s *msim) arrive(h *mhost, pi int32) {
 	if !h.xoff && h.rxBuf >= h.m.Rx.XoffBytes {
 		h.xoff = true
 		h.xoffAt = s.now
-		s.q.push(event{at: s.now + s.propPs, kind: mevSwPause, obj: int32(h.id), aux: 1})
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevSwPause, Obj: int32(h.id), Aux: 1})
 	}
-	h.rxQ.push(pi)
+	h.rxQ.Push(pi)
 	s.conns[p.conn].rxQueued++
 	s.startRx(h)
 }
@@ -1015,10 +1028,10 @@ func (s *msim) arrive(h *mhost, pi int32) {
 // startRx gives the head of the RX queue to the packet processor, whose time it shares with ACK generation
 // and, on some NICs, with transmitted frames.
 func (s *msim) startRx(h *mhost) {
-	if h.rxBusy || h.rxQ.size == 0 {
+	if h.rxBusy || h.rxQ.Len() == 0 {
 		return
 	}
-	pi := h.rxQ.pop()
+	pi := h.rxQ.Pop()
 	p := &s.pkts[pi]
 	s.conns[p.conn].rxQueued--
 	r := &h.m.Rx
@@ -1060,7 +1073,7 @@ func (s *msim) startRx(h *mhost) {
 	}
 	h.ppFree = start + cost*psPerNs
 	h.rxBusy = true
-	s.q.push(event{at: h.ppFree, kind: mevRxDone, obj: int32(h.id), arg: pi})
+	s.q.Push(des.Event{At: h.ppFree, Kind: mevRxDone, Obj: int32(h.id), Arg: pi})
 }
 
 // release frees a frame's RX buffer space and drops PFC below XON.
@@ -1071,7 +1084,7 @@ func (s *msim) release(h *mhost, pi int32) {
 		if s.inWin {
 			h.st.TxPauseNs += (s.now - max(h.xoffAt, s.winFrom)) / psPerNs
 		}
-		s.q.push(event{at: s.now + s.propPs, kind: mevSwPause, obj: int32(h.id), aux: 0})
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevSwPause, Obj: int32(h.id), Aux: 0})
 	}
 	s.freePkt(pi)
 	s.tryLoop(h)
@@ -1092,7 +1105,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 		s.release(h, pi)
 		return
 	case mpReadReq:
-		c.respQ.push(p.msg)
+		c.respQ.Push(p.msg)
 		c.respOut++
 		s.stageUpdate(p.conn)
 		s.release(h, pi)
@@ -1104,7 +1117,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 		return
 	}
 	needWQE := p.first() && p.kind == mpData && s.w.Opcode == "send"
-	if c.parked.size > 0 {
+	if c.parked.Len() > 0 {
 		// Behind a frame waiting for its receive WQE: wait too, to keep the QP's order.
 		if needWQE && h.parkedMsgs >= h.m.Rx.MissSlots {
 			s.dropData(h, pi, true)
@@ -1113,7 +1126,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 		if needWQE {
 			h.parkedMsgs++
 		}
-		c.parked.push(pi)
+		c.parked.Push(pi)
 		return
 	}
 	if needWQE && !s.takeRecvWQE(h, p.conn) {
@@ -1126,7 +1139,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 			return
 		}
 		h.parkedMsgs++
-		c.parked.push(pi)
+		c.parked.Push(pi)
 		return
 	}
 	s.place(h, pi)
@@ -1144,7 +1157,7 @@ func (s *msim) place(h *mhost, pi int32) {
 			s.sendAck(h, p)
 		}
 	}
-	s.q.push(event{at: end, kind: mevRxFree, obj: int32(h.id), arg: pi})
+	s.q.Push(des.Event{At: end, Kind: mevRxFree, Obj: int32(h.id), Arg: pi})
 }
 
 // sendAck generates an acknowledgement on the packet processor; the requester completes the message when
@@ -1161,11 +1174,11 @@ func (s *msim) sendAck(h *mhost, p *mpkt) {
 	ai := s.newPkt(a)
 	if a.src == a.dst {
 		h.txQBytes += int(a.wire)
-		h.loopQ.push(ai)
+		h.loopQ.Push(ai)
 		s.tryLoop(h)
 		return
 	}
-	s.q.push(event{at: h.ppFree, kind: mevCtrlReady, obj: int32(h.id), arg: ai})
+	s.q.Push(des.Event{At: h.ppFree, Kind: mevCtrlReady, Obj: int32(h.id), Arg: ai})
 }
 
 // rxFree: the payload is in memory.
@@ -1210,7 +1223,7 @@ func (s *msim) dropDataAfter(h *mhost, pi int32, admitted bool, delayNs int64) {
 		if s.inWin {
 			h.st.NAKs++
 		}
-		s.q.push(event{at: s.now + delayNs*psPerNs, kind: mevNAK, obj: int32(p.src), arg: p.conn, aux: p.msg})
+		s.q.Push(des.Event{At: s.now + delayNs*psPerNs, Kind: mevNAK, Obj: int32(p.src), Arg: p.conn, Aux: p.msg})
 	}
 	if admitted {
 		s.release(h, pi)
@@ -1266,8 +1279,8 @@ func (s *msim) rqFetch(h *mhost, ci int32, want int) {
 	}
 	c.rqFetching += n
 	if h.fetchActive >= h.m.Rx.FetchSlots {
-		h.fetchQ.push(ci) // the receive-WQE fetcher is busy: wait in line
-		h.fetchN.push(int32(n))
+		h.fetchQ.Push(ci) // the receive-WQE fetcher is busy: wait in line
+		h.fetchN.Push(int32(n))
 		return
 	}
 	s.issueRQFetch(h, ci, n)
@@ -1276,7 +1289,7 @@ func (s *msim) rqFetch(h *mhost, ci int32, want int) {
 func (s *msim) issueRQFetch(h *mhost, ci int32, n int) {
 	h.fetchActive++
 	done := s.pcieRead(h, s.now, n*s.w.SGE*h.m.Rx.WQEBytes, false)
-	s.q.push(event{at: done, kind: mevRxWQEFetched, obj: int32(h.id), arg: ci, aux: int32(n)})
+	s.q.Push(des.Event{At: done, Kind: mevRxWQEFetched, Obj: int32(h.id), Arg: ci, Aux: int32(n)})
 }
 
 // rqFetched caches fetched WQEs, evicting the least recently used QPs' entries past the cache size, and
@@ -1284,8 +1297,8 @@ func (s *msim) issueRQFetch(h *mhost, ci int32, n int) {
 func (s *msim) rqFetched(h *mhost, ci int32, n int) {
 	c := &s.conns[ci]
 	h.fetchActive--
-	if h.fetchQ.size > 0 {
-		s.issueRQFetch(h, h.fetchQ.pop(), int(h.fetchN.pop()))
+	if h.fetchQ.Len() > 0 {
+		s.issueRQFetch(h, h.fetchQ.Pop(), int(h.fetchN.Pop()))
 	}
 	c.rqFetching -= n
 	s.setCached(h, ci, c.rqCached+n)
@@ -1360,12 +1373,12 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 // unpark places the frames of a connection that waited for receive WQEs, in order, until one misses again.
 func (s *msim) unpark(h *mhost, ci int32) {
 	c := &s.conns[ci]
-	for c.parked.size > 0 {
-		pi := c.parked.buf[c.parked.head]
+	for c.parked.Len() > 0 {
+		pi := c.parked.Front()
 		p := &s.pkts[pi]
 		first := p.first() && p.kind == mpData
 		if s.stale(c, p) {
-			c.parked.pop()
+			c.parked.Pop()
 			if first {
 				h.parkedMsgs--
 			}
@@ -1378,7 +1391,7 @@ func (s *msim) unpark(h *mhost, ci int32) {
 			}
 			h.parkedMsgs--
 		}
-		c.parked.pop()
+		c.parked.Pop()
 		s.place(h, pi)
 	}
 }
@@ -1417,7 +1430,7 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 		if s.w.QPType == "ud" {
 			sz = min(sz, s.w.MTU)
 		}
-		n := max((sz+s.w.MTU-1)/s.w.MTU, 1)
+		n := roce.PacketsPerMessage(sz, s.w.MTU)
 		bytes += float64(sz + n*mHdrBytes)
 		pkts += float64(n)
 	}

@@ -1,4 +1,4 @@
-package trace
+package roce
 
 import (
 	"encoding/binary"
@@ -7,10 +7,13 @@ import (
 )
 
 // EventType is the event the switch applied to a packet, carried in the IPv4
-// TTL of its mirrored copy.
+// TTL of its mirrored copy. The injector's intents name their action with the
+// same type, so what an intent does and what the trace says happened are one
+// number.
 type EventType uint8
 
-// Event types. 0-3 are the Lumina reference's; 4-7 are this project's.
+// Event types. 0-3 are the Lumina reference's (1 drop, 2 ecn, 3 corrupt);
+// 4-7 are this project's.
 const (
 	EventNone      EventType = 0
 	EventDrop      EventType = 1
@@ -20,6 +23,9 @@ const (
 	EventReorder   EventType = 5
 	EventDuplicate EventType = 6
 	EventRewrite   EventType = 7
+
+	// NumEvents bounds per-event counters: every event type is below it.
+	NumEvents = int(EventRewrite) + 1
 )
 
 var eventNames = [...]string{"none", "drop", "ecn", "corrupt", "delay", "reorder", "duplicate", "rewrite"}
@@ -29,6 +35,18 @@ func (e EventType) String() string {
 		return eventNames[e]
 	}
 	return "event-" + strconv.Itoa(int(e))
+}
+
+// MarshalText makes the event appear by name in JSON results.
+func (e EventType) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// UnmarshalText reads an event by name (intents travel as JSON to the remote testbed's switch agent).
+func (e *EventType) UnmarshalText(b []byte) error {
+	if v, ok := ParseEventType(string(b)); ok {
+		*e = v
+		return nil
+	}
+	return fmt.Errorf("action %q; expected one of %v", b, eventNames)
 }
 
 // ParseEventType is the inverse of EventType.String for the named events.
@@ -48,16 +66,10 @@ type Mirror struct {
 	TimestampNs uint64    // switch ingress time in ns: Ethernet destination MAC, 48-bit big-endian
 }
 
-const (
-	mask48       = 1<<48 - 1
-	etherIPv4    = 0x0800
-	etherVLAN    = 0x8100
-	etherQinQ    = 0x88a8
-	etherQinQOld = 0x9100
-	ipProtoUDP   = 17
-	// RoCEv2UDPPort is the IANA port for RoCEv2, restored by UndoRSS.
-	RoCEv2UDPPort = 4791
-)
+// MirrorMax is the largest mirror sequence number and timestamp: both travel in a 48-bit MAC address.
+const MirrorMax = 1<<48 - 1
+
+const ipProtoUDP = 17
 
 // ipv4Offset returns the offset of the IPv4 header in an Ethernet frame,
 // skipping up to two VLAN tags, and whether at least minLen bytes of a
@@ -69,11 +81,11 @@ func ipv4Offset(frame []byte, minLen int) (int, bool) {
 			return 0, false
 		}
 		et := binary.BigEndian.Uint16(frame[off:])
-		if et == etherIPv4 {
+		if et == EtherTypeIPv4 {
 			off += 2
 			break
 		}
-		if tags == 2 || (et != etherVLAN && et != etherQinQ && et != etherQinQOld) {
+		if tags == 2 || (et != EtherTypeVLAN && et != EtherTypeQinQ && et != EtherTypeQinQ2) {
 			return 0, false
 		}
 		off += 4
@@ -103,7 +115,7 @@ func DecodeMirror(frame []byte) (Mirror, bool) {
 // sequence number, destination MAC = timestamp. Seq and TimestampNs must fit
 // 48 bits.
 func EncodeMirror(frame []byte, m Mirror) error {
-	if m.Seq > mask48 || m.TimestampNs > mask48 {
+	if m.Seq > MirrorMax || m.TimestampNs > MirrorMax {
 		return fmt.Errorf("encoding mirror metadata: seq %d or timestamp %d does not fit 48 bits", m.Seq, m.TimestampNs)
 	}
 	ip, ihl, err := ipv4Header(frame)
@@ -113,7 +125,23 @@ func EncodeMirror(frame []byte, m Mirror) error {
 	put48(frame[0:], m.TimestampNs)
 	put48(frame[6:], m.Seq)
 	frame[ip+8] = byte(m.Event)
-	binary.BigEndian.PutUint16(frame[ip+10:], ipv4Checksum(frame[ip:ip+ihl]))
+	binary.BigEndian.PutUint16(frame[ip+10:], IPv4Checksum(frame[ip:ip+ihl]))
+	return nil
+}
+
+// EncodeMirrorNoChecksum writes m into an IPv6 or RoCEv1 frame whose L3 header (IPv6 or GRH) starts at byte
+// l3: the event goes into the hop limit (byte 7 of both headers, which have no checksum to fix), the sequence
+// number and timestamp into the MACs as for IPv4. These frames are not RSS-rewritten: UndoRSS handles IPv4 only.
+func EncodeMirrorNoChecksum(frame []byte, l3 int, m Mirror) error {
+	if m.Seq > MirrorMax || m.TimestampNs > MirrorMax {
+		return fmt.Errorf("encoding mirror metadata: seq %d or timestamp %d does not fit 48 bits", m.Seq, m.TimestampNs)
+	}
+	if l3 < EthernetLen-2 || len(frame) < l3+8 {
+		return fmt.Errorf("encoding mirror metadata: hop limit at byte %d is outside the %d-byte frame", l3+7, len(frame))
+	}
+	put48(frame[0:], m.TimestampNs)
+	put48(frame[6:], m.Seq)
+	frame[l3+7] = byte(m.Event)
 	return nil
 }
 
@@ -171,7 +199,7 @@ func UndoRSS(frame []byte, rewritePort uint16) bool {
 		return false
 	}
 	copy(frame[u:u+2], frame[u+6:u+8])
-	binary.BigEndian.PutUint16(frame[u+2:], RoCEv2UDPPort)
+	binary.BigEndian.PutUint16(frame[u+2:], UDPPort)
 	frame[u+6], frame[u+7] = 0, 0
 	return true
 }
@@ -184,18 +212,4 @@ func get48(b []byte) uint64 {
 func put48(b []byte, v uint64) {
 	_ = b[5]
 	b[0], b[1], b[2], b[3], b[4], b[5] = byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
-}
-
-// ipv4Checksum is the header checksum of h with its checksum field skipped.
-func ipv4Checksum(h []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		if i != 10 {
-			sum += uint32(binary.BigEndian.Uint16(h[i:]))
-		}
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
 }

@@ -1,4 +1,4 @@
-package netsim
+package micro
 
 import (
 	"reflect"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // TestCollieAnomalies runs each concrete trigger of Collie's appendix A on the profile of its subsystem and
@@ -68,32 +69,32 @@ func TestAnomalyMechanisms(t *testing.T) {
 	cases := []struct {
 		name string
 		id   int
-		edit func(*Workload)
+		edit func(*scenario.Workload)
 		mod  func(*rnic.Profile)
 	}{
-		{"#1 with batch 8", 1, func(w *Workload) { w.WQEBatch = 8 }, nil},
-		{"#5 with batch 8", 5, func(w *Workload) { w.WQEBatch = 8 }, nil},
-		{"#2 with a 64-deep queue", 2, func(w *Workload) { w.WQDepth = 64 }, nil},
-		{"#6 with a 64-deep queue", 6, func(w *Workload) { w.WQDepth = 64 }, nil},
-		{"#3 with MTU 4096", 3, func(w *Workload) { w.MTU = 4096 }, nil},
-		{"#7 with 64 QPs", 7, func(w *Workload) { w.NumQPs = 64 }, nil},
-		{"#8 with one MR", 8, func(w *Workload) { w.NumMRs = 1 }, nil},
+		{"#1 with batch 8", 1, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
+		{"#5 with batch 8", 5, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
+		{"#2 with a 64-deep queue", 2, func(w *scenario.Workload) { w.WQDepth = 64 }, nil},
+		{"#6 with a 64-deep queue", 6, func(w *scenario.Workload) { w.WQDepth = 64 }, nil},
+		{"#3 with MTU 4096", 3, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
+		{"#7 with 64 QPs", 7, func(w *scenario.Workload) { w.NumQPs = 64 }, nil},
+		{"#8 with one MR", 8, func(w *scenario.Workload) { w.NumMRs = 1 }, nil},
 		{"#9 with relaxed ordering (the profile's setting)", 9, nil, nil},
-		{"#11 with local memory", 11, func(w *Workload) { w.Memory = MemLocal }, nil},
-		{"#12 with local memory", 12, func(w *Workload) { w.Memory = MemLocal }, nil},
-		{"#10 with 32 QPs", 10, func(w *Workload) { w.NumQPs = 32 }, nil},
-		{"#10 one direction", 10, func(w *Workload) { w.Direction = DirUni }, nil},
-		{"#13 without loopback", 13, func(w *Workload) { w.Direction = DirUni }, nil},
-		{"#16 with MTU 4096", 16, func(w *Workload) { w.MTU = 4096 }, nil},
-		{"#16 with 128 QPs", 16, func(w *Workload) { w.NumQPs = 128 }, nil},
-		{"#15 with 8 QPs", 15, func(w *Workload) { w.NumQPs = 8 }, nil},
-		{"#18 one direction", 18, func(w *Workload) { w.Direction = DirUni }, nil},
+		{"#11 with local memory", 11, func(w *scenario.Workload) { w.Memory = MemLocal }, nil},
+		{"#12 with local memory", 12, func(w *scenario.Workload) { w.Memory = MemLocal }, nil},
+		{"#10 with 32 QPs", 10, func(w *scenario.Workload) { w.NumQPs = 32 }, nil},
+		{"#10 one direction", 10, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
+		{"#13 without loopback", 13, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
+		{"#16 with MTU 4096", 16, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
+		{"#16 with 128 QPs", 16, func(w *scenario.Workload) { w.NumQPs = 128 }, nil},
+		{"#15 with 8 QPs", 15, func(w *scenario.Workload) { w.NumQPs = 8 }, nil},
+		{"#18 one direction", 18, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		// #14 at MTU 1024 reaches line rate on H (Collie A.2); the model pauses there for #18's reason (the
 		// shared packet processor), so MTU 2048 stands for the smaller MTU.
-		{"#14 with MTU 2048", 14, func(w *Workload) { w.MTU = 2048 }, nil},
-		{"#14 with 3 SGEs", 14, func(w *Workload) { w.SGE = 3 }, nil},
-		{"#14 one direction", 14, func(w *Workload) { w.Direction = DirUni }, nil},
-		{"#14 with 512 QPs", 14, func(w *Workload) { w.NumQPs = 512 }, nil},
+		{"#14 with MTU 2048", 14, func(w *scenario.Workload) { w.MTU = 2048 }, nil},
+		{"#14 with 3 SGEs", 14, func(w *scenario.Workload) { w.SGE = 3 }, nil},
+		{"#14 one direction", 14, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
+		{"#14 with 512 QPs", 14, func(w *scenario.Workload) { w.NumQPs = 512 }, nil},
 	}
 	for _, c := range cases {
 		tr := trig(c.id)
@@ -113,16 +114,16 @@ func TestAnomalyMechanisms(t *testing.T) {
 		id     int
 		what   string
 		factor uint64
-		edit   func(*Workload)
+		edit   func(*scenario.Workload)
 		get    func(*MicroStats) uint64
 	}{
 		// With batch 8 misses still happen, but the prefetch hides them; with batch 64 there are more.
-		{1, "receive-WQE cache misses", 1, func(w *Workload) { w.WQEBatch = 8 }, func(m *MicroStats) uint64 { return m.RxWQECacheMiss }},
-		{2, "UD messages dropped for want of a receive WQE", 4, func(w *Workload) { w.WQDepth = 64 }, func(m *MicroStats) uint64 { return m.RxOutOfBuffer }},
-		{6, "RC go-back-N restarts", 3, func(w *Workload) { w.WQDepth = 64 }, func(m *MicroStats) uint64 { return m.NAKs }},
-		{7, "QP-context misses", 4, func(w *Workload) { w.NumQPs = 64 }, func(m *MicroStats) uint64 { return m.QPCCacheMiss }},
-		{8, "translation misses", 4, func(w *Workload) { w.NumMRs = 1 }, func(m *MicroStats) uint64 { return m.MTTCacheMiss }},
-		{14, "payload bytes read again for evicted staging", 1, func(w *Workload) { w.MTU = 2048 }, func(m *MicroStats) uint64 { return m.StagingRefetchBytes }},
+		{1, "receive-WQE cache misses", 1, func(w *scenario.Workload) { w.WQEBatch = 8 }, func(m *MicroStats) uint64 { return m.RxWQECacheMiss }},
+		{2, "UD messages dropped for want of a receive WQE", 4, func(w *scenario.Workload) { w.WQDepth = 64 }, func(m *MicroStats) uint64 { return m.RxOutOfBuffer }},
+		{6, "RC go-back-N restarts", 3, func(w *scenario.Workload) { w.WQDepth = 64 }, func(m *MicroStats) uint64 { return m.NAKs }},
+		{7, "QP-context misses", 4, func(w *scenario.Workload) { w.NumQPs = 64 }, func(m *MicroStats) uint64 { return m.QPCCacheMiss }},
+		{8, "translation misses", 4, func(w *scenario.Workload) { w.NumMRs = 1 }, func(m *MicroStats) uint64 { return m.MTTCacheMiss }},
+		{14, "payload bytes read again for evicted staging", 1, func(w *scenario.Workload) { w.MTU = 2048 }, func(m *MicroStats) uint64 { return m.StagingRefetchBytes }},
 	} {
 		tr := trig(c.id)
 		r := runMicro(t, tr.profile, tr.w, tr.mod)
@@ -191,18 +192,18 @@ func TestRunWorkloadErrors(t *testing.T) {
 	}
 	good := wl("rc", "write", 1, 4096, 1, 1, 128, 1, 64*kb, []int{64 * kb}, DirUni, MemLocal)
 	for _, c := range []struct {
-		edit func(*Workload)
+		edit func(*scenario.Workload)
 		want string
 	}{
-		{func(w *Workload) { w.QPType = "xrc" }, `qp_type "xrc"`},
-		{func(w *Workload) { w.QPType, w.Opcode = "ud", "write" }, "UD carries only send"},
-		{func(w *Workload) { w.MTU = 1500 }, "mtu 1500"},
-		{func(w *Workload) { w.WQDepth, w.WQEBatch = 8, 16 }, "wq_depth 8 is below wqe_batch 16"},
-		{func(w *Workload) { w.MsgSizes = nil }, "msg_sizes has 0 entries"},
-		{func(w *Workload) { w.MsgSizes = []int{64, 0} }, "msg_sizes[1] = 0"},
-		{func(w *Workload) { w.Direction = "both" }, `direction "both"`},
-		{func(w *Workload) { w.Memory = "hbm" }, `memory "hbm"`},
-		{func(w *Workload) { w.SGE = 0 }, "sge 0"},
+		{func(w *scenario.Workload) { w.QPType = "xrc" }, `qp_type "xrc"`},
+		{func(w *scenario.Workload) { w.QPType, w.Opcode = "ud", "write" }, "UD carries only send"},
+		{func(w *scenario.Workload) { w.MTU = 1500 }, "mtu 1500"},
+		{func(w *scenario.Workload) { w.WQDepth, w.WQEBatch = 8, 16 }, "wq_depth 8 is below wqe_batch 16"},
+		{func(w *scenario.Workload) { w.MsgSizes = nil }, "msg_sizes has 0 entries"},
+		{func(w *scenario.Workload) { w.MsgSizes = []int{64, 0} }, "msg_sizes[1] = 0"},
+		{func(w *scenario.Workload) { w.Direction = "both" }, `direction "both"`},
+		{func(w *scenario.Workload) { w.Memory = "hbm" }, `memory "hbm"`},
+		{func(w *scenario.Workload) { w.SGE = 0 }, "sge 0"},
 	} {
 		w := good
 		c.edit(&w)

@@ -1,9 +1,10 @@
-package netsim
+package micro
 
 import (
 	"testing"
 
 	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // trigger is one of Collie's concrete anomaly triggers (seeds/003 appendix A) and the symptom it must show.
@@ -11,15 +12,15 @@ type trigger struct {
 	id      int
 	profile string
 	symptom string // pause | low
-	w       Workload
+	w       scenario.Workload
 	mod     func(*rnic.Profile) // a host setting that is part of the trigger
 }
 
 // noRelaxedOrdering is #9's host setting: the NIC not configured for PCIe relaxed ordering.
 func noRelaxedOrdering(p *rnic.Profile) { p.Micro.PCIe.RelaxedOrdering = false }
 
-func wl(qp, op string, qps, mtu, batch, sge, depth, mrs, mrSize int, sizes []int, dir, mem string) Workload {
-	return Workload{QPType: qp, Opcode: op, NumQPs: qps, MTU: mtu, WQEBatch: batch, SGE: sge, WQDepth: depth,
+func wl(qp, op string, qps, mtu, batch, sge, depth, mrs, mrSize int, sizes []int, dir, mem string) scenario.Workload {
+	return scenario.Workload{QPType: qp, Opcode: op, NumQPs: qps, MTU: mtu, WQEBatch: batch, SGE: sge, WQDepth: depth,
 		NumMRs: mrs, MRSize: mrSize, MsgSizes: sizes, Direction: dir, Memory: mem}
 }
 
@@ -50,7 +51,7 @@ var collieTriggers = []trigger{
 	{18, "p2100g", "pause", wl("rc", "write", 16, 1024, 16, 1, 64, 1, 12*kb, []int{64 * kb}, DirBi, MemLocal), nil},
 }
 
-func runMicro(t testing.TB, profile string, w Workload, mod func(*rnic.Profile)) *WorkloadResult {
+func runMicro(t testing.TB, profile string, w scenario.Workload, mod func(*rnic.Profile)) *WorkloadResult {
 	t.Helper()
 	p, err := rnic.LoadProfile(profile)
 	if err != nil {

@@ -1,4 +1,4 @@
-package netsim
+package micro
 
 import (
 	"errors"
@@ -7,26 +7,10 @@ import (
 	"strings"
 
 	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/scenario"
 )
 
-// Workload is one Collie-style workload (spec/nic-microarchitecture.md, seeds/003 §4): the verbs an application
-// issues and the memory it uses. Field names follow the search's dimension names.
-type Workload struct {
-	QPType    string // rc | uc | ud
-	Opcode    string // send | write | read
-	NumQPs    int    // connections per direction (loopback: from the peer and on the host itself each)
-	MTU       int    // 256..4096
-	WQEBatch  int    // work requests per doorbell (send and receive)
-	SGE       int    // scatter-gather entries per work request
-	WQDepth   int    // send and receive queue depth
-	NumMRs    int    // memory regions per QP
-	MRSize    int    // bytes per memory region
-	MsgSizes  []int  // request sizes, used in turn
-	Direction string // uni (A->B) | bi (A->B and B->A) | loopback (B->A and A->A)
-	Memory    string // local | remote-numa | gpu-same-switch | gpu-cross-switch
-}
-
-// Workload values.
+// Workload values (scenario.Workload's Direction and Memory).
 const (
 	DirUni      = "uni"
 	DirBi       = "bi"
@@ -39,7 +23,8 @@ const (
 )
 
 // Validate checks a workload; errors name the dimension and the accepted values.
-func (w *Workload) Validate() error {
+// validateWorkload checks a workload against what the model can run.
+func validateWorkload(w *scenario.Workload) error {
 	var errs []string
 	bad := func(f string, a ...any) { errs = append(errs, fmt.Sprintf(f, a...)) }
 	switch w.QPType {
@@ -109,7 +94,7 @@ func (w *Workload) Validate() error {
 type WorkloadConfig struct {
 	Seed     uint64
 	Profiles [2]*rnic.Profile
-	Workload Workload
+	Workload scenario.Workload
 	// LinkGbps is the cable speed (0: the slower NIC's link-gbps); PropagationNs and SwitchLatencyNs as in
 	// Config (0: DefaultPropagationNs, DefaultSwitchLatencyNs).
 	LinkGbps        float64

@@ -1,4 +1,6 @@
-package netsim
+package micro
+
+import "github.com/lumina-go/lumina/internal/des"
 
 // setAssoc is an 8-way set-associative cache of keys with LRU replacement in each set, the shape of a NIC's
 // context caches. Lookups allocate nothing; a cyclic access pattern wider than the cache misses every time,
@@ -21,7 +23,7 @@ func newSetAssoc(entries int) setAssoc {
 // lookup reports whether key is cached and inserts it (evicting its set's least recently used entry) if not.
 func (c *setAssoc) lookup(key uint64) bool {
 	c.clock++
-	base := splitmix64(key) % c.sets * cacheWays
+	base := des.SplitMix64(key) % c.sets * cacheWays
 	victim := base
 	for i := base; i < base+cacheWays; i++ {
 		if c.tags[i] == key+1 {
@@ -40,9 +42,9 @@ func (c *setAssoc) lookup(key uint64) bool {
 // heap64 is a binary min-heap of times (the completion times of outstanding PCIe reads).
 type heap64 struct{ h []int64 }
 
-func (q *heap64) len() int { return len(q.h) }
+func (q *heap64) Len() int { return len(q.h) }
 
-func (q *heap64) push(v int64) {
+func (q *heap64) Push(v int64) {
 	q.h = append(q.h, v)
 	i := len(q.h) - 1
 	for i > 0 {
@@ -56,7 +58,7 @@ func (q *heap64) push(v int64) {
 	q.h[i] = v
 }
 
-func (q *heap64) pop() int64 {
+func (q *heap64) Pop() int64 {
 	top := q.h[0]
 	n := len(q.h) - 1
 	last := q.h[n]
