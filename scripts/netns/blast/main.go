@@ -1,5 +1,5 @@
-// Command blast measures the live switch against the Linux bridge on the same veth pairs: it builds a netns
-// testbed, blasts RoCEv2 SEND frames from the requester's namespace with batched AF_PACKET writes, counts what
+// Command blast measures the live switch's two data planes (the AF_PACKET ring path and the BPF program)
+// against the Linux bridge on the same veth pairs: for each it builds a netns testbed, blasts RoCEv2 SEND frames from the requester's namespace with batched AF_PACKET writes, counts what
 // reaches the responder and the dumper, and measures the one-way latency of a paced stream (kernel receive
 // time minus the send time carried in the payload). Run it through scripts/netns/bench-switch.sh.
 package main
@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -42,9 +43,11 @@ func main() {
 	spin := flag.Duration("spin", 0, "switch: keep polling this long after the last frame before sleeping")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	serve := flag.String("serve-switch", "", "internal: run the switch in this namespace until SIGTERM")
+	dataplane := flag.String("dataplane", "ring", "internal, with -serve-switch: ring or bpf")
+	modes := flag.String("modes", "bridge,ring,bpf", "forwarders to measure, in order: bridge, ring (lumina switch on AF_PACKET rings), bpf (lumina switch --dataplane bpf)")
 	flag.Parse()
 	if *serve != "" {
-		if err := serveSwitch(*serve, *ring, int64(*spin)); err != nil {
+		if err := serveSwitch(*serve, *dataplane, *ring, int64(*spin)); err != nil {
 			fmt.Fprintln(os.Stderr, "blast switch:", err)
 			os.Exit(1)
 		}
@@ -61,7 +64,13 @@ func main() {
 		os.Exit(2)
 	}
 	var res []result
-	for _, mode := range []string{"bridge", "lumina-switch"} {
+	for _, mode := range strings.Split(*modes, ",") {
+		if mode != "bridge" && mode != "ring" && mode != "bpf" {
+			fmt.Fprintf(os.Stderr, "blast: -modes: %q is not bridge, ring or bpf\n", mode)
+			os.Exit(2)
+		}
+	}
+	for _, mode := range strings.Split(*modes, ",") {
 		r, err := run(mode, *count, *latN, *gapUs, *payload, *ring, int64(*spin))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "blast:", err)
@@ -74,9 +83,11 @@ func main() {
 		fmt.Printf("%-14s %9d %9d %9d %8d %10d %12.0f %12.0f %8.1fus %8.1fus\n", r.name, r.sent, r.fwd, r.mirrored, r.sent-r.fwd,
 			r.ringDrops, r.fwdPPS, r.mirPPS, float64(r.latMedian)/1e3, float64(r.latP99)/1e3)
 	}
-	if len(res) == 2 {
-		fmt.Printf("added latency of the switch over the bridge: p50 %+.1f us, p99 %+.1f us (latency phase: %d frames, %d us apart)\n",
-			float64(res[1].latMedian-res[0].latMedian)/1e3, float64(res[1].latP99-res[0].latP99)/1e3, *latN, *gapUs)
+	if len(res) > 1 && res[0].name == "bridge" {
+		for _, r := range res[1:] {
+			fmt.Printf("added latency of %s over the bridge: p50 %+.1f us, p99 %+.1f us (latency phase: %d frames, %d us apart)\n",
+				r.name, float64(r.latMedian-res[0].latMedian)/1e3, float64(r.latP99-res[0].latP99)/1e3, *latN, *gapUs)
+		}
 	}
 }
 
@@ -145,7 +156,7 @@ func run(mode string, count, latN, gapUs, payload int, ringName string, spin int
 	} else {
 		// The switch runs in its own process, as `lumina switch` would: in-process it would share the Go
 		// scheduler with the blaster's busy loops and measure the scheduler instead of the switch.
-		cmd := exec.Command(os.Args[0], "-serve-switch", tb.Sw, "-ring", ringName, "-spin", time.Duration(spin).String())
+		cmd := exec.Command(os.Args[0], "-serve-switch", tb.Sw, "-dataplane", mode, "-ring", ringName, "-spin", time.Duration(spin).String())
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -249,7 +260,10 @@ func run(mode string, count, latN, gapUs, payload int, ringName string, spin int
 
 // serveSwitch runs the switch in namespace ns until SIGTERM, announcing itself with one JSON line on stdout
 // and printing its final status as JSON.
-func serveSwitch(ns, ringName string, spin int64) error {
+func serveSwitch(ns, dataplane, ringName string, spin int64) error {
+	if dataplane == "bpf" {
+		return serveBPF(ns)
+	}
 	rc := live.RingConfig{Version: live.RingV2, BlockSize: 1 << 20, NumBlocks: 8}
 	if ringName == "v3" {
 		rc = live.RingConfig{Version: live.RingV3, BlockSize: 1 << 20, NumBlocks: 8}
@@ -257,6 +271,25 @@ func serveSwitch(ns, ringName string, spin int64) error {
 	var sw *live.Switch
 	if err := live.InNetns(ns, func() (e error) {
 		sw, e = live.NewSwitch(live.SwitchConfig{Ports: [2]string{live.SwReqIf, live.SwRespIf}, Dumpers: []string{"sw-d0"}, Ring: rc, SpinNs: spin})
+		return e
+	}); err != nil {
+		return err
+	}
+	defer sw.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	enc := json.NewEncoder(os.Stdout)
+	enc.Encode(map[string]bool{"ready": true})
+	st, err := sw.Run(ctx)
+	enc.Encode(st)
+	return err
+}
+
+// serveBPF attaches the BPF data plane in namespace ns until SIGTERM, as serveSwitch does for the ring path.
+func serveBPF(ns string) error {
+	var sw *live.BPFSwitch
+	if err := live.InNetns(ns, func() (e error) {
+		sw, e = live.NewBPFSwitch(live.BPFSwitchConfig{Ports: [2]string{live.SwReqIf, live.SwRespIf}, Dumpers: []string{"sw-d0"}})
 		return e
 	}); err != nil {
 		return err
