@@ -84,21 +84,22 @@ func bpfFrame(t *testing.T, in int, op roce.Opcode, qpn uint32, psn roce.PSN, sy
 // bpfRig is a testbed with the BPF data plane attached, a transmit socket and a receive ring at each host and
 // a receive ring at each dumper.
 type bpfRig struct {
-	dumpNs []string
-	sw     *BPFSwitch
-	tx     [2]*Tx
-	rx     [2]*Ring
-	dump   []*Ring
+	dumpNs  []string
+	rewrite uint16 // RSS rewrite port of mirrored copies (0: none)
+	sw      *BPFSwitch
+	tx      [2]*Tx
+	rx      [2]*Ring
+	dump    []*Ring
 }
 
-func newBPFRig(t *testing.T, dumpers int, weights []int) *bpfRig {
+func newBPFRig(t *testing.T, dumpers int, weights []int, rewrite uint16) *bpfRig {
 	t.Helper()
 	needNetns(t)
 	tb, err := NewTestbed(TestbedConfig{Tag: int(time.Now().UnixNano()%1000) + 1000, Dumpers: dumpers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &bpfRig{dumpNs: tb.Dump}
+	r := &bpfRig{dumpNs: tb.Dump, rewrite: rewrite}
 	t.Cleanup(func() {
 		for _, c := range []io.Closer{r.tx[0], r.tx[1], r.rx[0], r.rx[1]} {
 			if c != nil && !isNilCloser(c) {
@@ -118,7 +119,7 @@ func newBPFRig(t *testing.T, dumpers int, weights []int) *bpfRig {
 		}
 	})
 	if err := InNetns(tb.Sw, func() (e error) {
-		r.sw, e = NewBPFSwitch(BPFSwitchConfig{Ports: [2]string{SwReqIf, SwRespIf}, Dumpers: tb.SwDump, DumperWeights: weights})
+		r.sw, e = NewBPFSwitch(BPFSwitchConfig{Ports: [2]string{SwReqIf, SwRespIf}, Dumpers: tb.SwDump, DumperWeights: weights, RewritePort: rewrite})
 		return e
 	}); err != nil {
 		t.Fatal(err)
@@ -195,14 +196,20 @@ func (r *bpfRig) compare(t *testing.T, ref *inject.Switch, steps []bpfStep) {
 				continue
 			}
 			if want == 1 {
-				got := mir[0]
+				got, wantCopy := mir[0], append([]byte(nil), v.Mirror...)
+				if r.rewrite != 0 {
+					// The random source port differs; undone, the copies must be equal.
+					if !trace.UndoRSS(got, r.rewrite) || !trace.UndoRSS(wantCopy, r.rewrite) {
+						t.Errorf("%s: mirror copy not RSS-rewritten to port %d: %x", st.name, r.rewrite, got)
+					}
+				}
 				gm, _ := trace.DecodeMirror(got)
-				wm, _ := trace.DecodeMirror(v.Mirror)
+				wm, _ := trace.DecodeMirror(wantCopy)
 				if gm.Seq != wm.Seq || gm.Event != wm.Event {
 					t.Errorf("%s: mirror metadata seq %d event %s; inject writes seq %d event %s", st.name, gm.Seq, gm.Event, wm.Seq, wm.Event)
 				}
-				if len(got) != len(v.Mirror) || !bytes.Equal(got[6:], v.Mirror[6:]) {
-					t.Errorf("%s: mirror copy differs from inject's beyond the timestamp\n bpf    %x\n inject %x", st.name, got, v.Mirror)
+				if len(got) != len(wantCopy) || !bytes.Equal(got[6:], wantCopy[6:]) {
+					t.Errorf("%s: mirror copy differs from inject's beyond the timestamp\n bpf    %x\n inject %x", st.name, got, wantCopy)
 				}
 			}
 		}
@@ -259,7 +266,7 @@ func TestNetnsBPFSwitchMatchesInjector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newBPFRig(t, 1, nil)
+	r := newBPFRig(t, 1, nil, 0)
 	if err := r.sw.Install(context.Background(), logic); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +303,7 @@ func TestNetnsBPFSwitchMatchesInjector(t *testing.T) {
 
 // TestNetnsBPFSwitchReadAndWeightedDumpers covers a READ connection (READ request rounds against the last PSN
 // of either direction, READ responses as data, CNPs from the requester) and mirroring over two dumpers with
-// weights 2:1, against inject.Switch.
+// weights 2:1 and the RSS rewrite of mirrored copies, against inject.Switch.
 func TestNetnsBPFSwitchReadAndWeightedDumpers(t *testing.T) {
 	const reqQPN, respQPN = 0x31, 0x42
 	ipsn := roce.PSN(100)
@@ -309,7 +316,7 @@ func TestNetnsBPFSwitchReadAndWeightedDumpers(t *testing.T) {
 		{Kind: inject.KindCNP, Nth: 0, Action: inject.ActDrop, Source: "drop cnp 0"},
 	}
 	weights := []int{2, 1}
-	cfg := inject.Config{Conns: meta, Intents: intents, DumperWeights: weights}
+	cfg := inject.Config{Conns: meta, Intents: intents, DumperWeights: weights, RewritePort: 9741}
 	ref, err := inject.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +325,7 @@ func TestNetnsBPFSwitchReadAndWeightedDumpers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newBPFRig(t, 2, weights)
+	r := newBPFRig(t, 2, weights, 9741)
 	if err := r.sw.Install(context.Background(), logic); err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +373,7 @@ func countIn(steps []bpfStep, port int) int {
 // barrier), metadata the BPF path cannot run is refused in the reply, the status file has the ring path's
 // shape, and the dumper's capture passes the integrity check against it.
 func TestNetnsBPFControlPlaneStatusAndIntegrity(t *testing.T) {
-	r := newBPFRig(t, 1, nil)
+	r := newBPFRig(t, 1, nil, 0)
 	statusFile := filepath.Join(t.TempDir(), "switch.json")
 	r.sw.cfg.StatusFile = statusFile
 	r.sw.cfg.StatusEvery = 50 * time.Millisecond
@@ -406,6 +413,18 @@ func TestNetnsBPFControlPlaneStatusAndIntegrity(t *testing.T) {
 	v6 := []inject.ConnMeta{{Index: 0, Verb: "write", ReqIP: netip.MustParseAddr("fd00::1"), RespIP: netip.MustParseAddr("fd00::2"), ReqQPN: 1, RespQPN: 2}}
 	if rep, err := SendMetadata(ctx, ln.Addr().String(), v6); err == nil && rep.Error == "" || !strings.Contains(rep.Error+fmt.Sprint(err), "IPv4 RoCEv2 only") {
 		t.Fatalf("IPv6 connection: reply %+v, %v; want a refusal naming the IPv4-only limit", rep, err)
+	}
+	for _, c := range []inject.Config{{DumperWeights: []int{1}, RewritePort: 9741}, {DumperWeights: []int{1, 1}}} {
+		other, err := inject.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.sw.Install(ctx, other); err == nil {
+			t.Errorf("installed an injector built with %+v into a bpf data plane loaded with one dumper and no rewrite", c)
+		}
+	}
+	if err := r.sw.Install(ctx, &Learner{}); err == nil || !strings.Contains(err.Error(), "*live.Learner") {
+		t.Errorf("installing a learner: %v; want a refusal naming it", err)
 	}
 	rep, err := SendMetadata(ctx, ln.Addr().String(), meta)
 	if err != nil || !rep.Ready || rep.Entries != 1 {

@@ -70,6 +70,7 @@ type BPFSwitchConfig struct {
 // the control plane: it fills the program's maps from an inject.Switch and reads the counters back.
 type BPFSwitch struct {
 	cfg      BPFSwitchConfig
+	weights  []int
 	objs     bpfSwitchObjects
 	links    []link.Link
 	capacity int
@@ -132,7 +133,7 @@ func NewBPFSwitch(cfg BPFSwitchConfig) (*BPFSwitch, error) {
 	}
 	spec.Maps[bpfSwitchMapTable].MaxEntries = uint32(capacity)
 	spec.Maps[bpfSwitchMapHits].MaxEntries = uint32(capacity)
-	s := &BPFSwitch{cfg: cfg, capacity: capacity, start: time.Now()}
+	s := &BPFSwitch{cfg: cfg, weights: weights, capacity: capacity, start: time.Now()}
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -283,8 +284,13 @@ func (s *BPFSwitch) Install(_ context.Context, l Logic) error {
 	if err := CheckBPF(sw); err != nil {
 		return err
 	}
-	if w, _ := sw.Dumpers(); len(s.cfg.Dumpers) > 0 && len(w) != len(s.cfg.Dumpers) {
-		return fmt.Errorf("the injector has %d dumper weights but the switch has %d dumper ports", len(w), len(s.cfg.Dumpers))
+	// Weights and the rewrite port are loaded with the program; the injector must have been built with them.
+	w, rewrite := sw.Dumpers()
+	if len(s.cfg.Dumpers) > 0 && fmt.Sprint(w) != fmt.Sprint(s.weights) {
+		return fmt.Errorf("the injector has dumper weights %v but the bpf data plane was loaded with %v", w, s.weights)
+	}
+	if rewrite != s.cfg.RewritePort {
+		return fmt.Errorf("the injector rewrites mirrored copies to UDP port %d but the bpf data plane was loaded with %d", rewrite, s.cfg.RewritePort)
 	}
 	if n := len(sw.Entries()); n > s.capacity {
 		return fmt.Errorf("%d events exceed the loaded event table capacity %d", n, s.capacity)
