@@ -222,6 +222,10 @@ struct pkt {
 	__u8 full_bth; /* the BTH is complete */
 	__u8 opcode;
 	__u8 tos;
+	__u8 cls;      /* opcode class (opcodes map) */
+	__u8 has_aeth; /* syn holds the AETH syndrome */
+	__u8 syn;
+	__u8 pad;
 };
 
 #define NEED(off, n)                                                                                      \
@@ -233,11 +237,8 @@ struct pkt {
 /* parse is roce.Packet.Decode for the fields the switch needs. It returns 0 with p->roce = 0 for frames
  * that are not RoCE, and -1 when the frame is longer than the linear area holds and the headers are cut (the
  * caller pulled PULL_LEN bytes, so this does not happen for frames the checks reach). */
-static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
+static __always_inline int parse(void *data, void *data_end, __u32 len, struct pkt *p)
 {
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
-	__u32 len = skb->len;
 	__u32 off = 12;
 	__u16 et;
 
@@ -334,6 +335,20 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	p->opcode = bth[0];
 	p->qpn = (__u32)bth[5] << 16 | (__u32)bth[6] << 8 | bth[7];
 	p->psn = (__u32)bth[9] << 16 | (__u32)bth[10] << 8 | bth[11];
+	__u32 op = p->opcode;
+	struct opinfo *oi = bpf_map_lookup_elem(&opcodes, &op);
+	if (!oi)
+		return 0;
+	p->cls = oi->cls;
+	if (p->cls == CLS_ACK) {
+		__u32 a = p->bth + 12 + oi->aeth_off;
+		/* the decoder's need(): the AETH lies within the frame and before the ICRC */
+		if (a + 4 <= len && a + 4 <= p->end - 4 && a < PULL_LEN) {
+			NEED(a, 1);
+			p->syn = *(__u8 *)(data + a);
+			p->has_aeth = 1;
+		}
+	}
 	return 0;
 }
 
@@ -374,6 +389,39 @@ __noinline int flip_id(struct __sk_buff *skb, __u32 l3, __u32 ihl)
 	return fix_csum(skb, l3, ihl);
 }
 
+/* The same two for XDP frames (bpf_xdp_load_bytes and bpf_xdp_store_bytes, Linux 5.18). */
+__noinline int fix_csum_xdp(struct xdp_md *ctx, __u32 l3, __u32 ihl)
+{
+	__u8 h[60];
+	if (ihl < 20 || ihl > 60)
+		return -1;
+	if (bpf_xdp_load_bytes(ctx, l3, h, ihl) < 0)
+		return -1;
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 30; i++) {
+		if (i * 2 >= ihl)
+			break;
+		if (i != 5)
+			sum += (__u32)h[2 * i] << 8 | h[2 * i + 1];
+	}
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	__u16 cs = bpf_htons(~sum & 0xffff);
+	return bpf_xdp_store_bytes(ctx, l3 + 10, &cs, 2);
+}
+
+__noinline int flip_id_xdp(struct xdp_md *ctx, __u32 l3, __u32 ihl)
+{
+	__u16 id;
+	if (l3 > 64 || bpf_xdp_load_bytes(ctx, l3 + 4, &id, 2) < 0)
+		return -1;
+	id ^= 0xffff;
+	if (bpf_xdp_store_bytes(ctx, l3 + 4, &id, 2) < 0)
+		return -1;
+	return fix_csum_xdp(ctx, l3, ihl);
+}
+
 static __always_inline struct table_val *lookup(struct table_key *k)
 {
 	struct table_val *v = bpf_map_lookup_elem(&table, k);
@@ -391,7 +439,7 @@ static __always_inline int found(struct table_val *v)
 }
 
 /* classify returns the matching entry as index << 8 | action, or -1. */
-__noinline int classify(struct __sk_buff *skb, struct pkt *p)
+__noinline int classify(struct pkt *p)
 {
 	if (!p)
 		return -1;
@@ -403,11 +451,7 @@ __noinline int classify(struct __sk_buff *skb, struct pkt *p)
 	struct conn_state *cs = bpf_map_lookup_elem(&conns, &conn);
 	if (!cs)
 		return -1;
-	__u32 op = p->opcode;
-	struct opinfo *oi = bpf_map_lookup_elem(&opcodes, &op);
-	if (!oi)
-		return -1;
-	__u32 cls = oi->cls, psn = p->psn, read = cs->read;
+	__u32 cls = p->cls, psn = p->psn, read = cs->read;
 	struct table_key k = {.conn = conn};
 	__u32 kind;
 
@@ -418,14 +462,9 @@ __noinline int classify(struct __sk_buff *skb, struct pkt *p)
 	} else if (cls == CLS_ACK) {
 		if (dir != DIR_RESP_TO_REQ)
 			return -1;
-		__u32 a = p->bth + 12 + oi->aeth_off;
-		/* the decoder's need(): the AETH lies within the frame and before the ICRC */
-		if (a + 4 > skb->len || a + 4 > p->end - 4)
-			return -1;
-		__u8 syn;
-		if (bpf_skb_load_bytes(skb, a, &syn, 1) < 0)
-			return -1;
-		switch ((syn >> 5) & 3) {
+		if (!p->has_aeth)
+			return -1; /* cut before the end of the AETH: neither ACK nor NAK, as in roce */
+		switch ((p->syn >> 5) & 3) {
 		case 0:
 			kind = KIND_ACK;
 			break;
@@ -524,16 +563,23 @@ static __always_inline void put48(__u8 *b, __u64 v)
 /* mirror is inject.Switch.mirror plus the live switch's send to the dumper: it turns the frame into the
  * mirrored copy in place (metadata, the corrupt flip undone, the RSS rewrite), clones it to the dumper and
  * restores the frame's headers. */
-__noinline int mirror(struct __sk_buff *skb, __u32 l3, __u32 ihl, __u32 udp, __u32 port_act)
+struct pick {
+	__u64 seq;
+	__u32 dumper;
+	__u32 pad;
+};
+
+/* next_mirror takes the next mirror sequence number and the dumper (inject.Switch.mirror's s.seq and
+ * s.wrr.Next()) under the global lock, and counts the copy. It returns 0 when there is a dumper to send the
+ * copy to, 1 when the switch has none (the copy is counted, as on the ring path, and goes nowhere). */
+__noinline int next_mirror(struct pick *pk)
 {
-	__u32 port = port_act >> 8, act = port_act & 0xff;
 	__u32 zero = 0;
 	struct gstate *g = bpf_map_lookup_elem(&gstate, &zero);
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
 	struct counters *c = bpf_map_lookup_elem(&counters, &zero);
-	if (!g || !cfg || !c)
+	if (!pk || !g || !cfg || !c)
 		return -1;
-	__u64 ts = (bpf_ktime_get_ns() - cfg->start_ns) & MASK48;
 	__u32 nd = cfg->ndumpers;
 	__u64 seq;
 	__u32 d = 0;
@@ -559,13 +605,31 @@ __noinline int mirror(struct __sk_buff *skb, __u32 l3, __u32 ihl, __u32 udp, __u
 	}
 	bpf_spin_unlock(&g->lock);
 	c->mirrored++;
+	pk->seq = seq;
+	pk->dumper = d & (MAX_DUMPERS - 1);
 	if (nd == 0) {
 		c->per_dumper[0]++;
 		c->bad_dumper++;
-		return 0;
+		return 1;
 	}
-	d &= MAX_DUMPERS - 1;
-	c->per_dumper[d]++;
+	c->per_dumper[d & (MAX_DUMPERS - 1)]++;
+	return 0;
+}
+
+__noinline int mirror(struct __sk_buff *skb, __u32 l3, __u32 ihl, __u32 udp, __u32 port_act)
+{
+	__u32 port = port_act >> 8, act = port_act & 0xff;
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct counters *c = bpf_map_lookup_elem(&counters, &zero);
+	if (!cfg || !c)
+		return -1;
+	__u64 ts = (bpf_ktime_get_ns() - cfg->start_ns) & MASK48;
+	struct pick pk = {};
+	if (next_mirror(&pk) != 0)
+		return 0;
+	__u64 seq = pk.seq;
+	__u32 d = pk.dumper & (MAX_DUMPERS - 1);
 
 	__u8 save[SAVE_MAX];
 	__u32 hlen = udp + 8;
@@ -633,7 +697,7 @@ int lumina_switch(struct __sk_buff *skb)
 	bpf_skb_pull_data(skb, len < PULL_LEN ? len : PULL_LEN);
 
 	struct pkt p = {};
-	if (parse(skb, &p) < 0 || !cfg->enabled || p.roce == 2) {
+	if (parse((void *)(long)skb->data, (void *)(long)skb->data_end, len, &p) < 0 || !cfg->enabled || p.roce == 2) {
 		/* RoCE this program does not handle, or headers beyond the linear area: forwarded unchanged,
 		 * counted as RoCE whose mirror copy could not be built */
 		if (p.roce) {
@@ -657,7 +721,7 @@ int lumina_switch(struct __sk_buff *skb)
 
 	__u32 act = ACT_NONE;
 	if (p.full_bth) {
-		int v = classify(skb, &p);
+		int v = classify(&p);
 		if (v >= 0) {
 			act = v & 0xff;
 			__u32 idx = (__u32)v >> 8;
