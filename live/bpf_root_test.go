@@ -92,7 +92,7 @@ type bpfRig struct {
 	dump    []*Ring
 }
 
-func newBPFRig(t *testing.T, dumpers int, weights []int, rewrite uint16) *bpfRig {
+func newBPFRig(t *testing.T, hook string, dumpers int, weights []int, rewrite uint16) *bpfRig {
 	t.Helper()
 	needNetns(t)
 	tb, err := NewTestbed(TestbedConfig{Tag: int(time.Now().UnixNano()%1000) + 1000, Dumpers: dumpers})
@@ -118,8 +118,16 @@ func newBPFRig(t *testing.T, dumpers int, weights []int, rewrite uint16) *bpfRig
 			t.Errorf("testbed cleanup: %v", err)
 		}
 	})
+	if hook == HookXDP {
+		// A veth takes redirected XDP frames only when its peer runs NAPI: GRO on (docs/switch-bpf.md).
+		for _, ns := range append([]string{tb.Req, tb.Resp}, tb.Dump...) {
+			if err := sh("ip", "netns", "exec", ns, "ethtool", "-K", HostIf, "gro", "on"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	if err := InNetns(tb.Sw, func() (e error) {
-		r.sw, e = NewBPFSwitch(BPFSwitchConfig{Ports: [2]string{SwReqIf, SwRespIf}, Dumpers: tb.SwDump, DumperWeights: weights, RewritePort: rewrite})
+		r.sw, e = NewBPFSwitch(BPFSwitchConfig{Ports: [2]string{SwReqIf, SwRespIf}, Dumpers: tb.SwDump, DumperWeights: weights, RewritePort: rewrite, Hook: hook})
 		return e
 	}); err != nil {
 		t.Fatal(err)
@@ -244,6 +252,12 @@ func (r *bpfRig) compare(t *testing.T, ref *inject.Switch, steps []bpfStep) {
 // connection's PSNs wrap 2^24 mid-message; a drop of iter 1 spares the retransmission (iter 2); a
 // message-relative event fires on the message's second round.
 func TestNetnsBPFSwitchMatchesInjector(t *testing.T) {
+	for _, hook := range []string{HookTC, HookXDP} {
+		t.Run(hook, func(t *testing.T) { testNetnsBPFSwitchMatchesInjector(t, hook) })
+	}
+}
+
+func testNetnsBPFSwitchMatchesInjector(t *testing.T, hook string) {
 	const reqQPN, respQPN = 0x11, 0x22
 	ipsn := roce.PSN(0xfffffd)
 	meta := []inject.ConnMeta{{Index: 0, Verb: "write", ReqIP: reqIP, RespIP: respIP, ReqQPN: reqQPN, RespQPN: respQPN,
@@ -266,7 +280,7 @@ func TestNetnsBPFSwitchMatchesInjector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newBPFRig(t, 1, nil, 0)
+	r := newBPFRig(t, hook, 1, nil, 0)
 	if err := r.sw.Install(context.Background(), logic); err != nil {
 		t.Fatal(err)
 	}
@@ -305,6 +319,12 @@ func TestNetnsBPFSwitchMatchesInjector(t *testing.T) {
 // of either direction, READ responses as data, CNPs from the requester) and mirroring over two dumpers with
 // weights 2:1 and the RSS rewrite of mirrored copies, against inject.Switch.
 func TestNetnsBPFSwitchReadAndWeightedDumpers(t *testing.T) {
+	for _, hook := range []string{HookTC, HookXDP} {
+		t.Run(hook, func(t *testing.T) { testNetnsBPFSwitchReadAndWeightedDumpers(t, hook) })
+	}
+}
+
+func testNetnsBPFSwitchReadAndWeightedDumpers(t *testing.T, hook string) {
 	const reqQPN, respQPN = 0x31, 0x42
 	ipsn := roce.PSN(100)
 	meta := []inject.ConnMeta{{Index: 0, Verb: "read", ReqIP: reqIP, RespIP: respIP, ReqQPN: reqQPN, RespQPN: respQPN,
@@ -325,7 +345,7 @@ func TestNetnsBPFSwitchReadAndWeightedDumpers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newBPFRig(t, 2, weights, 9741)
+	r := newBPFRig(t, hook, 2, weights, 9741)
 	if err := r.sw.Install(context.Background(), logic); err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +393,13 @@ func countIn(steps []bpfStep, port int) int {
 // barrier), metadata the BPF path cannot run is refused in the reply, the status file has the ring path's
 // shape, and the dumper's capture passes the integrity check against it.
 func TestNetnsBPFControlPlaneStatusAndIntegrity(t *testing.T) {
-	r := newBPFRig(t, 1, nil, 0)
+	for _, hook := range []string{HookTC, HookXDP} {
+		t.Run(hook, func(t *testing.T) { testNetnsBPFControlPlaneStatusAndIntegrity(t, hook) })
+	}
+}
+
+func testNetnsBPFControlPlaneStatusAndIntegrity(t *testing.T, hook string) {
+	r := newBPFRig(t, hook, 1, nil, 0)
 	statusFile := filepath.Join(t.TempDir(), "switch.json")
 	r.sw.cfg.StatusFile = statusFile
 	r.sw.cfg.StatusEvery = 50 * time.Millisecond
@@ -470,10 +496,10 @@ func TestNetnsBPFControlPlaneStatusAndIntegrity(t *testing.T) {
 	if err := json.Unmarshal(raw, &st); err != nil {
 		t.Fatalf("status file: %v", err)
 	}
-	if st.Dataplane != "bpf" || st.Injector == nil || st.Injector.Dropped != 1 || st.NotForwarded != 1 ||
+	if st.Dataplane != hook || st.Injector == nil || st.Injector.Dropped != 1 || st.NotForwarded != 1 ||
 		len(st.Entries) != 1 || st.Entries[0].Hits != 1 || st.Mirrored != 10 || st.Ports[0].RxRoCE != 10 ||
 		st.Ports[1].TxRoCE != 9 || st.Installed != 1 || final.Mirrored != st.Mirrored {
-		t.Fatalf("status file %s; want bpf, one drop by the one entry, 10 mirrored, 10 RoCE in, 9 out, 1 install", raw)
+		t.Fatalf("status file %s; want the hook, one drop by the one entry, 10 mirrored, 10 RoCE in, 9 out, 1 install", raw)
 	}
 	ic := trace.NewIntegrityChecker(trace.IntegrityOptions{})
 	var events []trace.EventType

@@ -47,7 +47,7 @@ func CheckBPFIntents(intents []inject.Intent) error {
 			if src == "" {
 				src = fmt.Sprintf("intent #%d", i)
 			}
-			return fmt.Errorf("%s: the bpf data plane implements drop, ecn and corrupt, not %s; run it with --dataplane ring", src, in.Action)
+			return fmt.Errorf("%s: the BPF data planes (tc, xdp) implement drop, ecn and corrupt, not %s; run it with --dataplane ring", src, in.Action)
 		}
 	}
 	return nil
@@ -61,9 +61,18 @@ type BPFSwitchConfig struct {
 	DumperWeights []int  // empty: equal weights
 	RewritePort   uint16 // UDP destination port of mirrored copies (0: no rewrite)
 	TableCapacity int    // event table entries (0: inject.DefaultTableCapacity)
-	StatusFile    string
-	StatusEvery   time.Duration
+	// Hook is where the program runs: HookTC (TC ingress, mirrors with bpf_clone_redirect; the default) or
+	// HookXDP (the driver's XDP hook, mirrors through a broadcast devmap; targets must take XDP frames).
+	Hook        string
+	StatusFile  string
+	StatusEvery time.Duration
 }
+
+// Hooks of the BPF data plane.
+const (
+	HookTC  = "tc"
+	HookXDP = "xdp"
+)
 
 // BPFSwitch runs the switch in the kernel: a TC ingress program on the two ports (bpf/switch.c) forwards,
 // applies the installed events and mirrors every RoCE frame to the dumpers with bpf_clone_redirect. Go keeps
@@ -71,7 +80,7 @@ type BPFSwitchConfig struct {
 type BPFSwitch struct {
 	cfg      BPFSwitchConfig
 	weights  []int
-	objs     bpfSwitchObjects
+	objs     bpfObjects
 	links    []link.Link
 	capacity int
 	start    time.Time
@@ -108,6 +117,12 @@ func NewBPFSwitch(cfg BPFSwitchConfig) (*BPFSwitch, error) {
 	if cfg.StatusEvery == 0 {
 		cfg.StatusEvery = time.Second
 	}
+	if cfg.Hook == "" {
+		cfg.Hook = HookTC
+	}
+	if cfg.Hook != HookTC && cfg.Hook != HookXDP {
+		return nil, fmt.Errorf("bpf data plane hook %q; expected %s or %s", cfg.Hook, HookTC, HookXDP)
+	}
 	var ifs [2]int
 	for p := range 2 {
 		i, err := ifIndex(cfg.Ports[p])
@@ -134,7 +149,24 @@ func NewBPFSwitch(cfg BPFSwitchConfig) (*BPFSwitch, error) {
 	spec.Maps[bpfSwitchMapTable].MaxEntries = uint32(capacity)
 	spec.Maps[bpfSwitchMapHits].MaxEntries = uint32(capacity)
 	s := &BPFSwitch{cfg: cfg, weights: weights, capacity: capacity, start: time.Now()}
-	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+	// Only the hook's programs are loaded, so that a kernel that cannot verify one hook's program can run
+	// the other.
+	if cfg.Hook == HookXDP {
+		var o struct {
+			bpfSwitchMaps
+			xdpPrograms
+		}
+		err = spec.LoadAndAssign(&o, nil)
+		s.objs.bpfSwitchMaps, s.objs.xdp = o.bpfSwitchMaps, o.xdpPrograms
+	} else {
+		var o struct {
+			bpfSwitchMaps
+			tcPrograms
+		}
+		err = spec.LoadAndAssign(&o, nil)
+		s.objs.bpfSwitchMaps, s.objs.tc = o.bpfSwitchMaps, o.tcPrograms
+	}
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("bpf data plane: the kernel's verifier refused the program: %+v", ve)
@@ -160,15 +192,77 @@ func NewBPFSwitch(cfg BPFSwitchConfig) (*BPFSwitch, error) {
 		s.Close()
 		return nil, fmt.Errorf("bpf data plane: writing the configuration: %w", err)
 	}
+	if cfg.Hook == HookXDP {
+		if err := s.fillDevmaps(ifs, dumps); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	for p := range 2 {
-		l, err := link.AttachTCX(link.TCXOptions{Interface: ifs[p], Program: s.objs.LuminaSwitch, Attach: ebpf.AttachTCXIngress})
+		var l link.Link
+		var err error
+		if cfg.Hook == HookXDP {
+			l, err = link.AttachXDP(link.XDPOptions{Interface: ifs[p], Program: s.objs.xdp.LuminaXdp})
+			if err != nil {
+				err = fmt.Errorf("bpf data plane: attaching XDP to %s: %w", cfg.Ports[p], err)
+			}
+		} else {
+			l, err = link.AttachTCX(link.TCXOptions{Interface: ifs[p], Program: s.objs.tc.LuminaSwitch, Attach: ebpf.AttachTCXIngress})
+			if err != nil {
+				err = fmt.Errorf("bpf data plane: attaching to %s ingress (TCX needs Linux 6.6 or later): %w", cfg.Ports[p], err)
+			}
+		}
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("bpf data plane: attaching to %s ingress (TCX needs Linux 6.6 or later): %w", cfg.Ports[p], err)
+			return nil, err
 		}
 		s.links = append(s.links, l)
 	}
 	return s, nil
+}
+
+// bpfObjects are the maps and the hook's programs.
+type bpfObjects struct {
+	bpfSwitchMaps
+	tc  tcPrograms
+	xdp xdpPrograms
+}
+
+type tcPrograms struct {
+	LuminaSwitch *ebpf.Program `ebpf:"lumina_switch"`
+}
+
+type xdpPrograms struct {
+	LuminaXdp       *ebpf.Program `ebpf:"lumina_xdp"`
+	LuminaXdpMirror *ebpf.Program `ebpf:"lumina_xdp_mirror"`
+}
+
+// Close closes the programs and the maps.
+func (o *bpfObjects) Close() error {
+	var errs []error
+	for _, p := range []*ebpf.Program{o.tc.LuminaSwitch, o.xdp.LuminaXdp, o.xdp.LuminaXdpMirror} {
+		if p != nil {
+			errs = append(errs, p.Close())
+		}
+	}
+	return errors.Join(append(errs, o.bpfSwitchMaps.Close())...)
+}
+
+// fillDevmaps writes dumper d's broadcast devmap: the two ports (keys 0, 1) and the dumper (key 2) with the
+// program that turns its copy into the mirror copy.
+func (s *BPFSwitch) fillDevmaps(ifs [2]int, dumps []int) error {
+	m := &s.objs.bpfSwitchMaps
+	maps := []*ebpf.Map{m.Bcast0, m.Bcast1, m.Bcast2, m.Bcast3, m.Bcast4, m.Bcast5, m.Bcast6, m.Bcast7, m.Bcast8,
+		m.Bcast9, m.Bcast10, m.Bcast11, m.Bcast12, m.Bcast13, m.Bcast14, m.Bcast15}
+	type devmapVal struct{ Ifindex, ProgFd uint32 }
+	for d, idx := range dumps {
+		for k, v := range []devmapVal{{uint32(ifs[0]), 0}, {uint32(ifs[1]), 0}, {uint32(idx), uint32(s.objs.xdp.LuminaXdpMirror.FD())}} {
+			if err := maps[d].Put(uint32(k), &v); err != nil {
+				return fmt.Errorf("bpf data plane: devmap of dumper %d, entry %d: %w", d, k, err)
+			}
+		}
+	}
+	return nil
 }
 
 func monoNow() uint64 {
@@ -239,7 +333,7 @@ func CheckBPF(sw *inject.Switch) error {
 			if src == "" {
 				src = "an event"
 			}
-			return fmt.Errorf("%s: the bpf data plane implements drop, ecn and corrupt, not %s; run it with --dataplane ring", src, e.Action)
+			return fmt.Errorf("%s: the BPF data planes (tc, xdp) implement drop, ecn and corrupt, not %s; run it with --dataplane ring", src, e.Action)
 		}
 	}
 	conns := sw.Conns()
@@ -447,7 +541,7 @@ func (s *BPFSwitch) snapshot() (SwitchStatus, error) {
 	if err != nil {
 		return SwitchStatus{}, err
 	}
-	st := SwitchStatus{UptimeNs: int64(time.Since(s.start)), Dataplane: "bpf", Installed: s.installed}
+	st := SwitchStatus{UptimeNs: int64(time.Since(s.start)), Dataplane: s.cfg.Hook, Installed: s.installed}
 	for p := range 2 {
 		st.Ports[p] = PortStatus{Name: s.cfg.Ports[p], RxFrames: t.RxFrames[p], RxBytes: t.RxBytes[p], RxRoCE: t.RxRoce[p],
 			TxRoCE: t.TxRoce[p], Mirrored: t.MirroredFrom[p], Tx: TxStats{Frames: t.TxFrames[p], Bytes: t.TxBytes[p]}}

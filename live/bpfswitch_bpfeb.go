@@ -79,6 +79,12 @@ type bpfSwitchCounters struct {
 	MirrorErr    uint64
 }
 
+type bpfSwitchDevmapVal struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	ProgFd  uint32
+}
+
 type bpfSwitchGstate struct {
 	_    structs.HostLayout
 	Lock struct {
@@ -122,16 +128,34 @@ type bpfSwitchTableVal struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	bpfSwitchMapConfig        = "config"
-	bpfSwitchMapConnMap       = "conn_map"
-	bpfSwitchMapConns         = "conns"
-	bpfSwitchMapCounters      = "counters"
-	bpfSwitchMapGstate        = "gstate"
-	bpfSwitchMapHits          = "hits"
-	bpfSwitchMapMsgStart      = "msg_start"
-	bpfSwitchMapOpcodes       = "opcodes"
-	bpfSwitchMapTable         = "table"
-	bpfSwitchProgLuminaSwitch = "lumina_switch"
+	bpfSwitchMapBcast0           = "bcast0"
+	bpfSwitchMapBcast1           = "bcast1"
+	bpfSwitchMapBcast10          = "bcast10"
+	bpfSwitchMapBcast11          = "bcast11"
+	bpfSwitchMapBcast12          = "bcast12"
+	bpfSwitchMapBcast13          = "bcast13"
+	bpfSwitchMapBcast14          = "bcast14"
+	bpfSwitchMapBcast15          = "bcast15"
+	bpfSwitchMapBcast2           = "bcast2"
+	bpfSwitchMapBcast3           = "bcast3"
+	bpfSwitchMapBcast4           = "bcast4"
+	bpfSwitchMapBcast5           = "bcast5"
+	bpfSwitchMapBcast6           = "bcast6"
+	bpfSwitchMapBcast7           = "bcast7"
+	bpfSwitchMapBcast8           = "bcast8"
+	bpfSwitchMapBcast9           = "bcast9"
+	bpfSwitchMapConfig           = "config"
+	bpfSwitchMapConnMap          = "conn_map"
+	bpfSwitchMapConns            = "conns"
+	bpfSwitchMapCounters         = "counters"
+	bpfSwitchMapGstate           = "gstate"
+	bpfSwitchMapHits             = "hits"
+	bpfSwitchMapMsgStart         = "msg_start"
+	bpfSwitchMapOpcodes          = "opcodes"
+	bpfSwitchMapTable            = "table"
+	bpfSwitchProgLuminaSwitch    = "lumina_switch"
+	bpfSwitchProgLuminaXdp       = "lumina_xdp"
+	bpfSwitchProgLuminaXdpMirror = "lumina_xdp_mirror"
 )
 
 // loadBpfSwitch returns the embedded CollectionSpec for bpfSwitch.
@@ -176,13 +200,31 @@ type bpfSwitchSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfSwitchProgramSpecs struct {
-	LuminaSwitch *ebpf.ProgramSpec `ebpf:"lumina_switch"`
+	LuminaSwitch    *ebpf.ProgramSpec `ebpf:"lumina_switch"`
+	LuminaXdp       *ebpf.ProgramSpec `ebpf:"lumina_xdp"`
+	LuminaXdpMirror *ebpf.ProgramSpec `ebpf:"lumina_xdp_mirror"`
 }
 
 // bpfSwitchMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bpfSwitchMapSpecs struct {
+	Bcast0   *ebpf.MapSpec `ebpf:"bcast0"`
+	Bcast1   *ebpf.MapSpec `ebpf:"bcast1"`
+	Bcast10  *ebpf.MapSpec `ebpf:"bcast10"`
+	Bcast11  *ebpf.MapSpec `ebpf:"bcast11"`
+	Bcast12  *ebpf.MapSpec `ebpf:"bcast12"`
+	Bcast13  *ebpf.MapSpec `ebpf:"bcast13"`
+	Bcast14  *ebpf.MapSpec `ebpf:"bcast14"`
+	Bcast15  *ebpf.MapSpec `ebpf:"bcast15"`
+	Bcast2   *ebpf.MapSpec `ebpf:"bcast2"`
+	Bcast3   *ebpf.MapSpec `ebpf:"bcast3"`
+	Bcast4   *ebpf.MapSpec `ebpf:"bcast4"`
+	Bcast5   *ebpf.MapSpec `ebpf:"bcast5"`
+	Bcast6   *ebpf.MapSpec `ebpf:"bcast6"`
+	Bcast7   *ebpf.MapSpec `ebpf:"bcast7"`
+	Bcast8   *ebpf.MapSpec `ebpf:"bcast8"`
+	Bcast9   *ebpf.MapSpec `ebpf:"bcast9"`
 	Config   *ebpf.MapSpec `ebpf:"config"`
 	ConnMap  *ebpf.MapSpec `ebpf:"conn_map"`
 	Conns    *ebpf.MapSpec `ebpf:"conns"`
@@ -220,6 +262,22 @@ func (o *bpfSwitchObjects) Close() error {
 //
 // It can be passed to loadBpfSwitchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfSwitchMaps struct {
+	Bcast0   *ebpf.Map `ebpf:"bcast0"`
+	Bcast1   *ebpf.Map `ebpf:"bcast1"`
+	Bcast10  *ebpf.Map `ebpf:"bcast10"`
+	Bcast11  *ebpf.Map `ebpf:"bcast11"`
+	Bcast12  *ebpf.Map `ebpf:"bcast12"`
+	Bcast13  *ebpf.Map `ebpf:"bcast13"`
+	Bcast14  *ebpf.Map `ebpf:"bcast14"`
+	Bcast15  *ebpf.Map `ebpf:"bcast15"`
+	Bcast2   *ebpf.Map `ebpf:"bcast2"`
+	Bcast3   *ebpf.Map `ebpf:"bcast3"`
+	Bcast4   *ebpf.Map `ebpf:"bcast4"`
+	Bcast5   *ebpf.Map `ebpf:"bcast5"`
+	Bcast6   *ebpf.Map `ebpf:"bcast6"`
+	Bcast7   *ebpf.Map `ebpf:"bcast7"`
+	Bcast8   *ebpf.Map `ebpf:"bcast8"`
+	Bcast9   *ebpf.Map `ebpf:"bcast9"`
 	Config   *ebpf.Map `ebpf:"config"`
 	ConnMap  *ebpf.Map `ebpf:"conn_map"`
 	Conns    *ebpf.Map `ebpf:"conns"`
@@ -233,6 +291,22 @@ type bpfSwitchMaps struct {
 
 func (m *bpfSwitchMaps) Close() error {
 	return _BpfSwitchClose(
+		m.Bcast0,
+		m.Bcast1,
+		m.Bcast10,
+		m.Bcast11,
+		m.Bcast12,
+		m.Bcast13,
+		m.Bcast14,
+		m.Bcast15,
+		m.Bcast2,
+		m.Bcast3,
+		m.Bcast4,
+		m.Bcast5,
+		m.Bcast6,
+		m.Bcast7,
+		m.Bcast8,
+		m.Bcast9,
 		m.Config,
 		m.ConnMap,
 		m.Conns,
@@ -255,12 +329,16 @@ type bpfSwitchVariables struct {
 //
 // It can be passed to loadBpfSwitchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bpfSwitchPrograms struct {
-	LuminaSwitch *ebpf.Program `ebpf:"lumina_switch"`
+	LuminaSwitch    *ebpf.Program `ebpf:"lumina_switch"`
+	LuminaXdp       *ebpf.Program `ebpf:"lumina_xdp"`
+	LuminaXdpMirror *ebpf.Program `ebpf:"lumina_xdp_mirror"`
 }
 
 func (p *bpfSwitchPrograms) Close() error {
 	return _BpfSwitchClose(
 		p.LuminaSwitch,
+		p.LuminaXdp,
+		p.LuminaXdpMirror,
 	)
 }
 

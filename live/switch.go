@@ -62,7 +62,7 @@ type DumperStatus struct {
 // SwitchStatus is the switch's state for status files and results.
 type SwitchStatus struct {
 	UptimeNs int64 `json:"uptime_ns"`
-	// Dataplane is "bpf" for the BPF data plane; empty for the ring path.
+	// Dataplane is the BPF data plane's hook, "tc" or "xdp"; empty for the ring path.
 	Dataplane string         `json:"dataplane,omitempty"`
 	Ports     [2]PortStatus  `json:"ports"`
 	Dumpers   []DumperStatus `json:"dumpers"`

@@ -25,7 +25,7 @@ func newSwitchCmd(stdout, stderr io.Writer) *cobra.Command {
 		learn                                                    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "switch --in IF1 --out IF2 [--dumper IF]... [--events scenario.yaml] [--learn] [--control :PORT] [--dataplane ring|bpf]",
+		Use:   "switch --in IF1 --out IF2 [--dumper IF]... [--events scenario.yaml] [--learn] [--control :PORT] [--dataplane ring|tc|xdp]",
 		Short: "Run the real-time event-injecting switch between two Linux interfaces",
 		Long: `switch forwards frames between two interfaces through AF_PACKET rings, runs the same event
 injector as the simulator, and mirrors every RoCE packet with Lumina's metadata to the dumper interfaces
@@ -36,10 +36,12 @@ sends them over TCP (one JSON line, {"conns":[...]}); the switch installs the ev
 {"ready":true}, the start barrier. With --learn the switch learns each connection at its first SEND or WRITE
 packet and takes its PSN as the initial PSN (data events only), for traffic from any generator.
 
-With --dataplane bpf the kernel does the forwarding: a BPF program at the TC ingress of both ports
-(Linux 6.6 or later) runs the same event table, filled from the same injector, and mirrors with
-bpf_clone_redirect. It implements drop, ecn and corrupt events on IPv4 RoCEv2; a scenario with any other
-event is refused (exit 2), and --learn needs the ring data plane. See docs/switch-bpf.md.
+With --dataplane tc or xdp the kernel does the forwarding: a BPF program at the TC ingress (tc, Linux 6.6 or
+later, any driver) or at the XDP hook (xdp, drivers with native XDP; the dumper and the other port must take
+redirected XDP frames) of both ports runs the same event table, filled from the same injector, and mirrors
+every RoCE frame (tc: bpf_clone_redirect; xdp: a broadcast devmap). Both implement drop, ecn and corrupt
+events on IPv4 RoCEv2; a scenario with any other event is refused (exit 2), and --learn needs the ring data
+plane. See docs/switch-bpf.md.
 
 On SIGINT or SIGTERM it releases held frames and prints its counters as JSON (or writes them to --status,
 which it also refreshes every second).`,
@@ -57,15 +59,13 @@ which it also refreshes every second).`,
 			bpf := false
 			switch dataplane {
 			case "ring":
-			case "bpf":
+			case live.HookTC, live.HookXDP:
 				bpf = true
 				if learn {
 					return badInput("--learn needs --dataplane ring: learning connections from the traffic runs in Go")
 				}
-			case "xdp":
-				return badInput("--dataplane xdp: the kernel data plane is --dataplane bpf, a TC ingress program (XDP cannot clone the frames it mirrors; see docs/switch-bpf.md)")
 			default:
-				return badInput("--dataplane %q; expected ring or bpf", dataplane)
+				return badInput("--dataplane %q; expected ring, tc or xdp", dataplane)
 			}
 			var rc live.RingConfig
 			switch ring {
@@ -132,7 +132,7 @@ which it also refreshes every second).`,
 			err := live.InNetns(netns, func() error {
 				if bpf {
 					s, e := live.NewBPFSwitch(live.BPFSwitchConfig{Ports: [2]string{in, out}, Dumpers: dumpers, DumperWeights: weights,
-						RewritePort: rewrite, TableCapacity: capacity, StatusFile: status})
+						RewritePort: rewrite, TableCapacity: capacity, StatusFile: status, Hook: dataplane})
 					if e != nil {
 						return fail(exitBadArgs, e)
 					}
@@ -194,11 +194,11 @@ which it also refreshes every second).`,
 	f.StringVar(&status, "status", "", "write counters as JSON to this file every second and at exit (default: stdout at exit)")
 	f.StringVar(&netns, "netns", "", "open the switch's sockets in this named network namespace")
 	f.StringVar(&ring, "ring", "v2", "receive ring layout: v2 (per-frame, lowest latency) or v3 (blocks)")
-	f.StringVar(&dataplane, "dataplane", "ring", "ring (AF_PACKET rings, every event) or bpf (in the kernel: drop, ecn and corrupt events)")
+	f.StringVar(&dataplane, "dataplane", "ring", "ring (AF_PACKET rings, every event), tc or xdp (a BPF program at that hook: drop, ecn and corrupt events)")
 	return cmd
 }
 
-// dataPlane is what `lumina switch` runs: the ring path (*live.Switch) or the BPF program (*live.BPFSwitch).
+// dataPlane is what `lumina switch` runs: the ring path (*live.Switch) or a BPF program (*live.BPFSwitch).
 type dataPlane interface {
 	Install(ctx context.Context, l live.Logic) error
 	Run(ctx context.Context) (live.SwitchStatus, error)

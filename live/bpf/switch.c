@@ -754,4 +754,236 @@ int lumina_switch(struct __sk_buff *skb)
 	return bpf_redirect(out_if, 0);
 }
 
+/* ---- XDP: the same switch at the driver's receive hook ----
+ *
+ * XDP cannot clone, so the mirror copy is made by the devmap: the program redirects the frame with
+ * BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS into the devmap of the chosen dumper, which holds port 0, port 1
+ * and that dumper; the kernel copies the frame for each entry but the ingress port. The dumper's entry has an
+ * egress program (lumina_xdp_mirror) that turns its copy into the mirror copy, from the metadata the ingress
+ * program left in front of the frame (XDP metadata area). A dropped frame goes to the dumper's entry alone.
+ * Targets must accept XDP frames (ndo_xdp_xmit): on veth, the target's peer needs GRO on or an XDP program. */
+
+struct xmeta {
+	__u64 seq;
+	__u64 ts;
+	__u32 act;
+	__u32 port;
+};
+
+struct devmap_val {
+	__u32 ifindex;
+	__u32 prog_fd;
+};
+
+#define BCAST_MAP(n)                                                                                      \
+	struct {                                                                                          \
+		__uint(type, BPF_MAP_TYPE_DEVMAP);                                                        \
+		__uint(max_entries, 3);                                                                   \
+		__type(key, __u32);                                                                       \
+		__type(value, struct devmap_val);                                                         \
+	} bcast##n SEC(".maps");
+
+BCAST_MAP(0)
+BCAST_MAP(1)
+BCAST_MAP(2)
+BCAST_MAP(3)
+BCAST_MAP(4)
+BCAST_MAP(5)
+BCAST_MAP(6)
+BCAST_MAP(7)
+BCAST_MAP(8)
+BCAST_MAP(9)
+BCAST_MAP(10)
+BCAST_MAP(11)
+BCAST_MAP(12)
+BCAST_MAP(13)
+BCAST_MAP(14)
+BCAST_MAP(15)
+
+#define DEVMAP_DUMPER 2 /* key of the dumper in its devmap; 0 and 1 are the ports */
+
+static __always_inline long redirect_dumper(__u32 d, __u32 key, __u64 flags)
+{
+	switch (d) {
+#define CASE(n)                                                                                           \
+	case n:                                                                                           \
+		return bpf_redirect_map(&bcast##n, key, flags);
+		CASE(0)
+		CASE(1)
+		CASE(2)
+		CASE(3)
+		CASE(4)
+		CASE(5)
+		CASE(6)
+		CASE(7)
+		CASE(8)
+		CASE(9)
+		CASE(10)
+		CASE(11)
+		CASE(12)
+		CASE(13)
+		CASE(14)
+		CASE(15)
+#undef CASE
+	}
+	return XDP_ABORTED;
+}
+
+SEC("xdp")
+int lumina_xdp(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct counters *c = bpf_map_lookup_elem(&counters, &zero);
+	if (!cfg || !c)
+		return XDP_PASS;
+	__u32 port;
+	if (ctx->ingress_ifindex == cfg->ifindex[0])
+		port = 0;
+	else if (ctx->ingress_ifindex == cfg->ifindex[1])
+		port = 1;
+	else
+		return XDP_PASS;
+	__u32 out = port ^ 1;
+	__u32 out_if = cfg->ifindex[out];
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 len = data_end - data;
+	c->rx_frames[port]++;
+	c->rx_bytes[port] += len;
+
+	struct pkt p = {};
+	if (parse(data, data_end, len, &p) < 0 || !cfg->enabled || p.roce != 1) {
+		if (p.roce) {
+			c->rx_roce[port]++;
+			c->tx_roce[out]++;
+			c->mirror_err++;
+		} else {
+			c->rx_other[port]++;
+		}
+		c->tx_frames[out]++;
+		c->tx_bytes[out] += len;
+		return bpf_redirect(out_if, 0);
+	}
+	c->rx_roce[port]++;
+
+	__u32 act = ACT_NONE;
+	if (p.full_bth) {
+		int v = classify(&p);
+		if (v >= 0) {
+			act = v & 0xff;
+			__u32 idx = (__u32)v >> 8;
+			__u64 *h = bpf_map_lookup_elem(&hits, &idx);
+			if (h)
+				__sync_fetch_and_add(h, 1);
+			if (act < NUM_ACTIONS)
+				c->events[act]++;
+		}
+	}
+	switch (act) {
+	case ACT_ECN: {
+		__u8 tos = p.tos | 3;
+		bpf_xdp_store_bytes(ctx, p.l3 + 1, &tos, 1);
+		fix_csum_xdp(ctx, p.l3, p.ihl);
+		break;
+	}
+	case ACT_CORRUPT:
+		flip_id_xdp(ctx, p.l3, p.ihl);
+		break;
+	}
+	__u64 ts = (bpf_ktime_get_ns() - cfg->start_ns) & MASK48;
+	struct pick pk = {};
+	int m = next_mirror(&pk);
+	if (m == 0) {
+		if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct xmeta)) < 0) {
+			c->mirror_err++;
+			m = -1;
+		} else {
+			struct xmeta *xm = (void *)(long)ctx->data_meta;
+			if ((void *)(xm + 1) > (void *)(long)ctx->data) {
+				c->mirror_err++;
+				m = -1;
+			} else {
+				xm->seq = pk.seq;
+				xm->ts = ts;
+				xm->act = act;
+				xm->port = port;
+			}
+		}
+	}
+	if (act == ACT_DROP) {
+		c->dropped++;
+		if (m == 0)
+			return redirect_dumper(pk.dumper, DEVMAP_DUMPER, 0);
+		return XDP_DROP;
+	}
+	c->tx_roce[out]++;
+	c->tx_frames[out]++;
+	c->tx_bytes[out] += len;
+	if (m == 0)
+		return redirect_dumper(pk.dumper, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
+	return bpf_redirect(out_if, 0);
+}
+
+/* lumina_xdp_mirror runs on the dumper's devmap entry, on the dumper's copy only: inject.Switch.mirror's
+ * rewrite from the metadata the ingress program wrote. */
+SEC("xdp/devmap")
+int lumina_xdp_mirror(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct counters *c = bpf_map_lookup_elem(&counters, &zero);
+	if (!cfg || !c)
+		return XDP_DROP;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct xmeta *xm = (void *)(long)ctx->data_meta;
+	__u32 d = 0;
+#pragma unroll
+	for (int i = 0; i < MAX_DUMPERS; i++) {
+		if (cfg->dumper_ifindex[i] == ctx->egress_ifindex) {
+			d = i;
+			break;
+		}
+	}
+	if ((void *)(xm + 1) > data) {
+		c->dumper_err[d]++;
+		return XDP_DROP;
+	}
+	__u64 seq = xm->seq, ts = xm->ts;
+	__u32 act = xm->act, port = xm->port & 1;
+	struct pkt p = {};
+	__u32 len = data_end - data;
+	if (parse(data, data_end, len, &p) < 0 || p.roce != 1) {
+		c->dumper_err[d]++;
+		return XDP_DROP;
+	}
+	if (act == ACT_CORRUPT && flip_id_xdp(ctx, p.l3, p.ihl) < 0)
+		goto err;
+	__u8 macs[12];
+	put48(macs, ts);
+	put48(macs + 6, seq);
+	__u8 ttl = act;
+	if (bpf_xdp_store_bytes(ctx, 0, macs, 12) < 0 || bpf_xdp_store_bytes(ctx, p.l3 + 8, &ttl, 1) < 0 ||
+	    fix_csum_xdp(ctx, p.l3, p.ihl) < 0)
+		goto err;
+	if (cfg->rewrite_port) {
+		__u16 ports[4];
+		if (bpf_xdp_load_bytes(ctx, p.udp, ports, 8) < 0)
+			goto err;
+		ports[3] = ports[0];
+		ports[0] = bpf_get_prandom_u32();
+		ports[1] = bpf_htons(cfg->rewrite_port);
+		if (bpf_xdp_store_bytes(ctx, p.udp, ports, 8) < 0)
+			goto err;
+	}
+	c->dumper_sent[d]++;
+	c->dumper_bytes[d] += len;
+	c->mirrored_from[port]++;
+	return XDP_PASS;
+err:
+	c->dumper_err[d]++;
+	return XDP_DROP;
+}
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,4 +1,4 @@
-// Command blast measures the live switch's two data planes (the AF_PACKET ring path and the BPF program)
+// Command blast measures the live switch's data planes (the AF_PACKET ring path, the BPF program at TC and at XDP)
 // against the Linux bridge on the same veth pairs: for each it builds a netns testbed, blasts RoCEv2 SEND frames from the requester's namespace with batched AF_PACKET writes, counts what
 // reaches the responder and the dumper, and measures the one-way latency of a paced stream (kernel receive
 // time minus the send time carried in the payload). Run it through scripts/netns/bench-switch.sh.
@@ -47,8 +47,8 @@ func main() {
 	withConn := flag.Bool("conn", false, "switches: install a connection matching the blast and an event it never hits, so every frame takes the connection lookup, the ITER update and the table lookups")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	serve := flag.String("serve-switch", "", "internal: run the switch in this namespace until SIGTERM")
-	dataplane := flag.String("dataplane", "ring", "internal, with -serve-switch: ring or bpf")
-	modes := flag.String("modes", "bridge,ring,bpf", "forwarders to measure, in order: bridge, ring (lumina switch on AF_PACKET rings), bpf (lumina switch --dataplane bpf)")
+	dataplane := flag.String("dataplane", "ring", "internal, with -serve-switch: ring, tc or xdp")
+	modes := flag.String("modes", "bridge,ring,tc,xdp", "forwarders to measure, in order: bridge, ring, tc, xdp (lumina switch --dataplane ring|tc|xdp)")
 	flag.Parse()
 	if *serve != "" {
 		if err := serveSwitch(*serve, *dataplane, *ring, int64(*spin), *withConn); err != nil {
@@ -69,8 +69,8 @@ func main() {
 	}
 	var res []result
 	for _, mode := range strings.Split(*modes, ",") {
-		if mode != "bridge" && mode != "ring" && mode != "bpf" {
-			fmt.Fprintf(os.Stderr, "blast: -modes: %q is not bridge, ring or bpf\n", mode)
+		if mode != "bridge" && mode != "ring" && mode != "tc" && mode != "xdp" {
+			fmt.Fprintf(os.Stderr, "blast: -modes: %q is not bridge, ring, tc or xdp\n", mode)
 			os.Exit(2)
 		}
 	}
@@ -158,6 +158,14 @@ func run(mode string, count, latN, gapUs, payload int, ringName string, spin int
 			}
 		}
 	} else {
+		if mode == live.HookXDP {
+			// A veth takes redirected XDP frames only when its peer runs NAPI: GRO on (docs/switch-bpf.md).
+			for _, ns := range []string{tb.Req, tb.Resp, tb.Dump[0]} {
+				if out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-K", live.HostIf, "gro", "on").CombinedOutput(); err != nil {
+					return r, fmt.Errorf("ethtool -K %s gro on in %s: %w: %s", live.HostIf, ns, err, out)
+				}
+			}
+		}
 		// The switch runs in its own process, as `lumina switch` would: in-process it would share the Go
 		// scheduler with the blaster's busy loops and measure the scheduler instead of the switch.
 		cmd := exec.Command(os.Args[0], "-serve-switch", tb.Sw, "-dataplane", mode, "-ring", ringName, "-spin", time.Duration(spin).String(),
@@ -281,8 +289,8 @@ func serveSwitch(ns, dataplane, ringName string, spin int64, withConn bool) erro
 			return err
 		}
 	}
-	if dataplane == "bpf" {
-		return serveBPF(ns, logic)
+	if dataplane == live.HookTC || dataplane == live.HookXDP {
+		return serveBPF(ns, dataplane, logic)
 	}
 	rc := live.RingConfig{Version: live.RingV2, BlockSize: 1 << 20, NumBlocks: 8}
 	if ringName == "v3" {
@@ -310,10 +318,10 @@ func serveSwitch(ns, dataplane, ringName string, spin int64, withConn bool) erro
 }
 
 // serveBPF attaches the BPF data plane in namespace ns until SIGTERM, as serveSwitch does for the ring path.
-func serveBPF(ns string, logic *inject.Switch) error {
+func serveBPF(ns, hook string, logic *inject.Switch) error {
 	var sw *live.BPFSwitch
 	if err := live.InNetns(ns, func() (e error) {
-		sw, e = live.NewBPFSwitch(live.BPFSwitchConfig{Ports: [2]string{live.SwReqIf, live.SwRespIf}, Dumpers: []string{"sw-d0"}})
+		sw, e = live.NewBPFSwitch(live.BPFSwitchConfig{Ports: [2]string{live.SwReqIf, live.SwRespIf}, Dumpers: []string{"sw-d0"}, Hook: hook})
 		return e
 	}); err != nil {
 		return err
