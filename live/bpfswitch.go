@@ -202,9 +202,10 @@ func NewBPFSwitch(cfg BPFSwitchConfig) (*BPFSwitch, error) {
 		var l link.Link
 		var err error
 		if cfg.Hook == HookXDP {
-			l, err = link.AttachXDP(link.XDPOptions{Interface: ifs[p], Program: s.objs.xdp.LuminaXdp})
+			// Native mode only: generic (skb) XDP does not carry the metadata area to the devmap program.
+			l, err = link.AttachXDP(link.XDPOptions{Interface: ifs[p], Program: s.objs.xdp.LuminaXdp, Flags: link.XDPDriverMode})
 			if err != nil {
-				err = fmt.Errorf("bpf data plane: attaching XDP to %s: %w", cfg.Ports[p], err)
+				err = fmt.Errorf("bpf data plane: attaching XDP in native mode to %s (its driver needs native XDP; --dataplane tc works on any): %w", cfg.Ports[p], err)
 			}
 		} else {
 			l, err = link.AttachTCX(link.TCXOptions{Interface: ifs[p], Program: s.objs.tc.LuminaSwitch, Attach: ebpf.AttachTCXIngress})
