@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 //
-// The BPF data plane of `lumina switch --dataplane bpf`: a TC clsact ingress program on the switch's two
+// The BPF data plane of `lumina switch --dataplane tc|xdp`: a program at the TC ingress (lumina_switch) or
+// at the XDP hook (lumina_xdp, with lumina_xdp_mirror on the dumpers' devmap entries) of the switch's two
 // host-facing ports that does what inject.Switch.Process does for the events it supports (drop, ecn,
 // corrupt), in the same order: decode; count; classify the packet to a connection and kind; update ITER or
 // the Nth counter; look the packet up in the exact-match table; apply the action; mirror the packet with
@@ -8,11 +9,10 @@
 // forward it to the other port. Every table, register and opcode class is filled by the Go control plane
 // (live/bpfswitch.go) from the same inject table the ring path runs.
 //
-// Why TC and not XDP: XDP cannot clone a frame. The XDP alternative (a devmap with BPF_F_BROADCAST and an
-// egress devmap program per dumper rewriting the copy) needs the per-packet metadata (sequence number,
-// timestamp, event) carried to the egress program in the XDP metadata area, one devmap per dumper choice, and
-// on veth an XDP program on every peer. bpf_clone_redirect at TC ingress clones the frame with the metadata
-// written by the same program in the same invocation, so the copy is exact by construction.
+// Mirroring: TC clones the frame with bpf_clone_redirect after writing the metadata into it (and restores
+// the headers); XDP cannot clone, so lumina_xdp redirects into a broadcast devmap holding the two ports and
+// the dumper, and the dumper entry's program rewrites its copy from metadata left in the XDP metadata area.
+// docs/switch-bpf.md compares the two.
 //
 // Regenerate the committed objects with `go generate ./live` (needs clang and libbpf-dev).
 
