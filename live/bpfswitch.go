@@ -63,7 +63,10 @@ type BPFSwitchConfig struct {
 	TableCapacity int    // event table entries (0: inject.DefaultTableCapacity)
 	// Hook is where the program runs: HookTC (TC ingress, mirrors with bpf_clone_redirect; the default) or
 	// HookXDP (the driver's XDP hook, mirrors through a broadcast devmap; targets must take XDP frames).
-	Hook        string
+	Hook string
+	// detached loads the program and fills its maps but attaches it nowhere (benchmarks run it with
+	// BPF_PROG_TEST_RUN).
+	detached    bool
 	StatusFile  string
 	StatusEvery time.Duration
 }
@@ -199,6 +202,9 @@ func NewBPFSwitch(cfg BPFSwitchConfig) (*BPFSwitch, error) {
 		}
 	}
 	for p := range 2 {
+		if cfg.detached {
+			break
+		}
 		var l link.Link
 		var err error
 		if cfg.Hook == HookXDP {
