@@ -77,9 +77,10 @@ const (
 	HookXDP = "xdp"
 )
 
-// BPFSwitch runs the switch in the kernel: a TC ingress program on the two ports (bpf/switch.c) forwards,
-// applies the installed events and mirrors every RoCE frame to the dumpers with bpf_clone_redirect. Go keeps
-// the control plane: it fills the program's maps from an inject.Switch and reads the counters back.
+// BPFSwitch runs the switch in the kernel: a program on the two ports (bpf/switch.c; at TC ingress or at the
+// XDP hook) forwards, applies the installed events and mirrors every RoCE frame to the dumpers (TC with
+// bpf_clone_redirect, XDP through a broadcast devmap). Go keeps the control plane: it fills the program's
+// maps from an inject.Switch and reads the counters back.
 type BPFSwitch struct {
 	cfg      BPFSwitchConfig
 	weights  []int
@@ -94,8 +95,9 @@ type BPFSwitch struct {
 	installed int
 }
 
-// NewBPFSwitch loads the program and attaches it to the two ports (in the calling thread's network
-// namespace, see InNetns). It needs root and a kernel with TCX links (Linux 6.6 or later).
+// NewBPFSwitch loads the hook's programs and attaches them to the two ports (in the calling thread's network
+// namespace, see InNetns). It needs root; TC needs TCX links (Linux 6.6 or later), XDP native XDP on the
+// ports and XDP transmit on the ports and the dumpers.
 func NewBPFSwitch(cfg BPFSwitchConfig) (*BPFSwitch, error) {
 	if cfg.Ports[0] == "" || cfg.Ports[1] == "" {
 		return nil, fmt.Errorf("switch needs two ports; got %q and %q", cfg.Ports[0], cfg.Ports[1])
