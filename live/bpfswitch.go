@@ -192,7 +192,6 @@ func NewBPFSwitch(cfg BPFSwitchConfig) (*BPFSwitch, error) {
 	c.Ndumpers = uint32(len(dumps))
 	c.RewritePort = uint32(cfg.RewritePort)
 	c.StartNs = monoNow()
-	c.Enabled = 1
 	if err := s.objs.Config.Put(uint32(0), &c); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("bpf data plane: writing the configuration: %w", err)

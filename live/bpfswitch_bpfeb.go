@@ -22,8 +22,6 @@ type bpfSwitchConfig struct {
 	Ndumpers      uint32
 	RewritePort   uint32
 	StartNs       uint64
-	Enabled       uint32
-	Pad           uint32
 }
 
 type bpfSwitchConnKey struct {

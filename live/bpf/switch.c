@@ -60,8 +60,6 @@ struct config {
 	__u32 ndumpers;
 	__u32 rewrite_port; /* 0: no RSS rewrite of mirrored copies */
 	__u64 start_ns;     /* bpf_ktime_get_ns() at switch start */
-	__u32 enabled;      /* 0: forward only, nothing mirrored (before the Go side has configured the maps) */
-	__u32 pad;
 };
 
 struct gstate {
@@ -697,7 +695,7 @@ int lumina_switch(struct __sk_buff *skb)
 	bpf_skb_pull_data(skb, len < PULL_LEN ? len : PULL_LEN);
 
 	struct pkt p = {};
-	if (parse((void *)(long)skb->data, (void *)(long)skb->data_end, len, &p) < 0 || !cfg->enabled || p.roce == 2) {
+	if (parse((void *)(long)skb->data, (void *)(long)skb->data_end, len, &p) < 0 || p.roce == 2) {
 		/* RoCE this program does not handle, or headers beyond the linear area: forwarded unchanged,
 		 * counted as RoCE whose mirror copy could not be built */
 		if (p.roce) {
@@ -853,7 +851,7 @@ int lumina_xdp(struct xdp_md *ctx)
 	c->rx_bytes[port] += len;
 
 	struct pkt p = {};
-	if (parse(data, data_end, len, &p) < 0 || !cfg->enabled || p.roce != 1) {
+	if (parse(data, data_end, len, &p) < 0 || p.roce != 1) {
 		if (p.roce) {
 			c->rx_roce[port]++;
 			c->tx_roce[out]++;
