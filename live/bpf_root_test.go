@@ -388,7 +388,7 @@ func countIn(steps []bpfStep, port int) int {
 	return n
 }
 
-// TestNetnsBPFControlPlaneStatusAndIntegrity runs the BPF data plane as `lumina switch --dataplane bpf
+// TestNetnsBPFControlPlaneStatusAndIntegrity runs the BPF data plane as `lumina switch --dataplane tc|xdp
 // --control --status` does: the generator's metadata installs the events through ServeControl (the start
 // barrier), metadata the BPF path cannot run is refused in the reply, the status file has the ring path's
 // shape, and the dumper's capture passes the integrity check against it.
