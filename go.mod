@@ -3,6 +3,7 @@ module github.com/lumina-go/lumina
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/goccy/go-yaml v1.19.2
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/crypto v0.59.0
@@ -11,5 +12,5 @@ require (
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/spf13/pflag v1.0.10 // indirect
 )

@@ -339,3 +339,16 @@ func (s *Switch) Hits() []uint64 {
 	}
 	return out
 }
+
+// Conns returns the installed connection metadata, indexed by connection (a data plane outside Go, such as
+// the live switch's BPF program, initializes its per-connection registers from it).
+func (s *Switch) Conns() []ConnMeta { return append([]ConnMeta(nil), s.meta...) }
+
+// Dumpers returns what the switch was built with that a data plane outside Go needs besides the table and
+// the connections: the dumper weights (normalized: at least one dumper) and the RSS rewrite port.
+func (s *Switch) Dumpers() (weights []int, rewritePort uint16) {
+	for _, w := range s.wrr.weight {
+		weights = append(weights, int(w))
+	}
+	return weights, s.rewrite
+}

@@ -54,10 +54,12 @@ type DumperStatus struct {
 
 // SwitchStatus is the switch's state for status files and results.
 type SwitchStatus struct {
-	UptimeNs int64          `json:"uptime_ns"`
-	Ports    [2]PortStatus  `json:"ports"`
-	Dumpers  []DumperStatus `json:"dumpers"`
-	Mirrored uint64         `json:"mirrored"`
+	UptimeNs int64 `json:"uptime_ns"`
+	// Dataplane is the BPF data plane's hook, "tc" or "xdp"; empty for the ring path.
+	Dataplane string         `json:"dataplane,omitempty"`
+	Ports     [2]PortStatus  `json:"ports"`
+	Dumpers   []DumperStatus `json:"dumpers"`
+	Mirrored  uint64         `json:"mirrored"`
 	// NotForwarded counts frames the logic kept back (drop events, frames held for reordering).
 	NotForwarded uint64            `json:"not_forwarded"`
 	Delayed      uint64            `json:"delayed"`    // frames sent late by delay events

@@ -138,3 +138,29 @@ func TestJSONFields(t *testing.T) {
 		t.Errorf("cnps = %v, want 1", doc["cnps"])
 	}
 }
+
+// The BPF data planes (tc, xdp) implement drop, ecn and corrupt; a scenario with another event is refused before any
+// interface is touched, naming the event, never run without it.
+func TestSwitchBPFRefusesUnsupportedEvent(t *testing.T) {
+	sc := writeFile(t, "delay.yaml", `
+seed: 3
+requester: {nic: {type: cx5}}
+responder: {nic: {type: cx5}}
+traffic:
+  num-connections: 1
+  num-msgs-per-qp: 2
+  data-pkt-events:
+    - {qpn: 1, psn: 1, type: drop, iter: 1}
+    - {qpn: 1, psn: 3, type: delay, delay-us: 50, iter: 1}
+`)
+	code, _, stderr := lumina(t, "switch", "--in", "nonexistent0", "--out", "nonexistent1", "--dataplane", "xdp", "--events", sc, "--control", "127.0.0.1:0")
+	if code != 2 || !strings.Contains(stderr, "delay.yaml:10:") || !strings.Contains(stderr, "not delay") {
+		t.Fatalf("exit %d, stderr %q; expected exit 2 naming the delay event's line (delay.yaml:10)", code, stderr)
+	}
+	for _, args := range [][]string{{"--dataplane", "bpf"}, {"--dataplane", "dpdk"}, {"--dataplane", "tc", "--learn"}} {
+		code, _, stderr = lumina(t, append([]string{"switch", "--in", "a", "--out", "b"}, args...)...)
+		if code != 2 || !strings.Contains(stderr, "--") {
+			t.Errorf("%v: exit %d, stderr %q; expected exit 2 with the flag named", args, code, stderr)
+		}
+	}
+}

@@ -1,5 +1,5 @@
-// Command blast measures the live switch against the Linux bridge on the same veth pairs: it builds a netns
-// testbed, blasts RoCEv2 SEND frames from the requester's namespace with batched AF_PACKET writes, counts what
+// Command blast measures the live switch's data planes (the AF_PACKET ring path, the BPF program at TC and at XDP)
+// against the Linux bridge on the same veth pairs: for each it builds a netns testbed, blasts RoCEv2 SEND frames from the requester's namespace with batched AF_PACKET writes, counts what
 // reaches the responder and the dumper, and measures the one-way latency of a paced stream (kernel receive
 // time minus the send time carried in the payload). Run it through scripts/netns/bench-switch.sh.
 package main
@@ -16,10 +16,13 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -31,6 +34,7 @@ type result struct {
 	latMedian, latP99   int64
 	latGot              int
 	ringDrops           uint64
+	hits                []uint64 // event-table hits reported by the switch (with -conn)
 }
 
 func main() {
@@ -40,11 +44,14 @@ func main() {
 	payload := flag.Int("payload", 64, "RoCE payload bytes per frame")
 	ring := flag.String("ring", "v2", "switch receive ring: v2 or v3")
 	spin := flag.Duration("spin", 0, "switch: keep polling this long after the last frame before sleeping")
+	withConn := flag.Bool("conn", false, "switches: install a connection matching the blast and an event it never hits, so every frame takes the connection lookup, the ITER update and the table lookups")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	serve := flag.String("serve-switch", "", "internal: run the switch in this namespace until SIGTERM")
+	dataplane := flag.String("dataplane", "ring", "internal, with -serve-switch: ring, tc or xdp")
+	modes := flag.String("modes", "bridge,ring,tc,xdp", "forwarders to measure, in order: bridge, ring, tc, xdp (lumina switch --dataplane ring|tc|xdp)")
 	flag.Parse()
 	if *serve != "" {
-		if err := serveSwitch(*serve, *ring, int64(*spin)); err != nil {
+		if err := serveSwitch(*serve, *dataplane, *ring, int64(*spin), *withConn); err != nil {
 			fmt.Fprintln(os.Stderr, "blast switch:", err)
 			os.Exit(1)
 		}
@@ -61,22 +68,30 @@ func main() {
 		os.Exit(2)
 	}
 	var res []result
-	for _, mode := range []string{"bridge", "lumina-switch"} {
-		r, err := run(mode, *count, *latN, *gapUs, *payload, *ring, int64(*spin))
+	for _, mode := range strings.Split(*modes, ",") {
+		if mode != "bridge" && mode != "ring" && mode != "tc" && mode != "xdp" {
+			fmt.Fprintf(os.Stderr, "blast: -modes: %q is not bridge, ring, tc or xdp\n", mode)
+			os.Exit(2)
+		}
+	}
+	for _, mode := range strings.Split(*modes, ",") {
+		r, err := run(mode, *count, *latN, *gapUs, *payload, *ring, int64(*spin), *withConn)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "blast:", err)
 			return
 		}
 		res = append(res, r)
 	}
-	fmt.Printf("%-14s %9s %9s %9s %8s %10s %12s %12s %10s %10s\n", "forwarder", "sent", "forwarded", "mirrored", "drops", "ring drops", "fwd pps", "mirror pps", "lat p50", "lat p99")
+	fmt.Printf("%-14s %9s %9s %9s %8s %10s %12s %12s %10s %10s %s\n", "forwarder", "sent", "forwarded", "mirrored", "drops", "ring drops", "fwd pps", "mirror pps", "lat p50", "lat p99", "event hits")
 	for _, r := range res {
-		fmt.Printf("%-14s %9d %9d %9d %8d %10d %12.0f %12.0f %8.1fus %8.1fus\n", r.name, r.sent, r.fwd, r.mirrored, r.sent-r.fwd,
-			r.ringDrops, r.fwdPPS, r.mirPPS, float64(r.latMedian)/1e3, float64(r.latP99)/1e3)
+		fmt.Printf("%-14s %9d %9d %9d %8d %10d %12.0f %12.0f %8.1fus %8.1fus %v\n", r.name, r.sent, r.fwd, r.mirrored, r.sent-r.fwd,
+			r.ringDrops, r.fwdPPS, r.mirPPS, float64(r.latMedian)/1e3, float64(r.latP99)/1e3, r.hits)
 	}
-	if len(res) == 2 {
-		fmt.Printf("added latency of the switch over the bridge: p50 %+.1f us, p99 %+.1f us (latency phase: %d frames, %d us apart)\n",
-			float64(res[1].latMedian-res[0].latMedian)/1e3, float64(res[1].latP99-res[0].latP99)/1e3, *latN, *gapUs)
+	if len(res) > 1 && res[0].name == "bridge" {
+		for _, r := range res[1:] {
+			fmt.Printf("added latency of %s over the bridge: p50 %+.1f us, p99 %+.1f us (latency phase: %d frames, %d us apart)\n",
+				r.name, float64(r.latMedian-res[0].latMedian)/1e3, float64(r.latP99-res[0].latP99)/1e3, *latN, *gapUs)
+		}
 	}
 }
 
@@ -123,14 +138,14 @@ func (c *counter) loop() {
 	}
 }
 
-func run(mode string, count, latN, gapUs, payload int, ringName string, spin int64) (result, error) {
+func run(mode string, count, latN, gapUs, payload int, ringName string, spin int64, withConn bool) (result, error) {
 	r := result{name: mode}
 	tb, err := live.NewTestbed(live.TestbedConfig{Tag: len(mode)})
 	if err != nil {
 		return r, err
 	}
 	defer tb.Close()
-	var stopSwitch func() live.SwitchStatus
+	var stopSwitch func() switchStatus
 	if mode == "bridge" {
 		for _, args := range [][]string{
 			{"-n", tb.Sw, "link", "add", "br0", "type", "bridge"},
@@ -143,9 +158,18 @@ func run(mode string, count, latN, gapUs, payload int, ringName string, spin int
 			}
 		}
 	} else {
+		if mode == live.HookXDP {
+			// A veth takes redirected XDP frames only when its peer runs NAPI: GRO on (docs/switch-bpf.md).
+			for _, ns := range []string{tb.Req, tb.Resp, tb.Dump[0]} {
+				if out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-K", live.HostIf, "gro", "on").CombinedOutput(); err != nil {
+					return r, fmt.Errorf("ethtool -K %s gro on in %s: %w: %s", live.HostIf, ns, err, out)
+				}
+			}
+		}
 		// The switch runs in its own process, as `lumina switch` would: in-process it would share the Go
 		// scheduler with the blaster's busy loops and measure the scheduler instead of the switch.
-		cmd := exec.Command(os.Args[0], "-serve-switch", tb.Sw, "-ring", ringName, "-spin", time.Duration(spin).String())
+		cmd := exec.Command(os.Args[0], "-serve-switch", tb.Sw, "-dataplane", mode, "-ring", ringName, "-spin", time.Duration(spin).String(),
+			"-conn="+strconv.FormatBool(withConn))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -166,9 +190,9 @@ func run(mode string, count, latN, gapUs, payload int, ringName string, spin int
 				stopSwitch()
 			}
 		}()
-		stopSwitch = func() live.SwitchStatus {
+		stopSwitch = func() switchStatus {
 			cmd.Process.Signal(syscall.SIGTERM)
-			var st live.SwitchStatus
+			var st switchStatus
 			if err := dec.Decode(&st); err != nil {
 				fmt.Fprintln(os.Stderr, "blast: reading switch status:", err)
 			}
@@ -242,6 +266,9 @@ func run(mode string, count, latN, gapUs, payload int, ringName string, spin int
 	if stopSwitch != nil {
 		st := stopSwitch()
 		r.ringDrops = st.Ports[0].Ring.Drops
+		for _, e := range st.Entries {
+			r.hits = append(r.hits, e.Hits)
+		}
 		stopSwitch = nil
 	}
 	return r, nil
@@ -249,14 +276,33 @@ func run(mode string, count, latN, gapUs, payload int, ringName string, spin int
 
 // serveSwitch runs the switch in namespace ns until SIGTERM, announcing itself with one JSON line on stdout
 // and printing its final status as JSON.
-func serveSwitch(ns, ringName string, spin int64) error {
+func serveSwitch(ns, dataplane, ringName string, spin int64, withConn bool) error {
+	var logic *inject.Switch
+	if withConn {
+		// The blast's frames: 10.0.0.1 -> 10.0.0.2, SEND to QP 0x11, PSNs from 0. The event ECN-marks PSN 1000
+		// of round 1: its hit shows that the switch classified the blast; every frame took the lookups.
+		var err error
+		logic, err = inject.New(inject.Config{Conns: []inject.ConnMeta{{Index: 0, Verb: "send",
+			ReqIP: netip.MustParseAddr("10.0.0.1"), RespIP: netip.MustParseAddr("10.0.0.2"), ReqQPN: 0x10, RespQPN: 0x11}},
+			Intents: []inject.Intent{{Kind: inject.KindData, PSN: 1000, Iter: 1, Action: roce.EventECN, Source: "blast"}}})
+		if err != nil {
+			return err
+		}
+	}
+	if dataplane == live.HookTC || dataplane == live.HookXDP {
+		return serveBPF(ns, dataplane, logic)
+	}
 	rc := live.RingConfig{Version: live.RingV2, BlockSize: 1 << 20, NumBlocks: 8}
 	if ringName == "v3" {
 		rc = live.RingConfig{Version: live.RingV3, BlockSize: 1 << 20, NumBlocks: 8}
 	}
 	var sw *live.Switch
 	if err := live.InNetns(ns, func() (e error) {
-		sw, e = live.NewSwitch(live.SwitchConfig{Ports: [2]string{live.SwReqIf, live.SwRespIf}, Dumpers: []string{"sw-d0"}, Ring: rc, SpinNs: spin})
+		cfg := live.SwitchConfig{Ports: [2]string{live.SwReqIf, live.SwRespIf}, Dumpers: []string{"sw-d0"}, Ring: rc, SpinNs: spin}
+		if logic != nil {
+			cfg.Logic = logic
+		}
+		sw, e = live.NewSwitch(cfg)
 		return e
 	}); err != nil {
 		return err
@@ -269,6 +315,41 @@ func serveSwitch(ns, ringName string, spin int64) error {
 	st, err := sw.Run(ctx)
 	enc.Encode(st)
 	return err
+}
+
+// serveBPF attaches the BPF data plane in namespace ns until SIGTERM, as serveSwitch does for the ring path.
+func serveBPF(ns, hook string, logic *inject.Switch) error {
+	var sw *live.BPFSwitch
+	if err := live.InNetns(ns, func() (e error) {
+		sw, e = live.NewBPFSwitch(live.BPFSwitchConfig{Ports: [2]string{live.SwReqIf, live.SwRespIf}, Dumpers: []string{"sw-d0"}, Hook: hook})
+		return e
+	}); err != nil {
+		return err
+	}
+	defer sw.Close()
+	if logic != nil {
+		if err := sw.Install(context.Background(), logic); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	enc := json.NewEncoder(os.Stdout)
+	enc.Encode(map[string]bool{"ready": true})
+	st, err := sw.Run(ctx)
+	enc.Encode(st)
+	return err
+}
+
+// switchStatus is the part of the switch's final status the blaster reports (live.SwitchStatus's entries
+// name their kinds and actions as text, which does not decode back).
+type switchStatus struct {
+	Ports [2]struct {
+		Ring live.RingStats `json:"ring"`
+	} `json:"ports"`
+	Entries []struct {
+		Hits uint64 `json:"hits"`
+	} `json:"entries"`
 }
 
 func ip(args ...string) error {
