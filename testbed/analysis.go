@@ -15,6 +15,7 @@ import (
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/version"
 )
 
 // Verdicts of a test.
@@ -26,6 +27,8 @@ const (
 
 // Document is analysis.json: the integrity verdict, every analyzer's result and the scenario's expectations.
 type Document struct {
+	// Version is the build of lumina that wrote the document.
+	Version   version.Info    `json:"version"`
 	Scenario  string          `json:"scenario"`
 	Testbed   string          `json:"testbed"`
 	Seed      uint64          `json:"seed"`
@@ -93,11 +96,11 @@ func analyzeDir(dir string, sc *scenario.Scenario, raw *rawResults) (*Outcome, e
 		return nil, badInputf("%s: %w", dir, err)
 	}
 	out.Counters = &cf
-	if err := readJSON(dir, FileTraffic, &out.Traffic); err != nil {
+	if err := readList(dir, FileTraffic, &out.Traffic); err != nil {
 		return nil, badInputf("%s: %w", dir, err)
 	}
 	var conns []ConnRecord
-	if err := readJSON(dir, FileConnections, &conns); err != nil {
+	if err := readList(dir, FileConnections, &conns); err != nil {
 		return nil, badInputf("%s: %w", dir, err)
 	}
 	var sw struct {
@@ -107,7 +110,7 @@ func analyzeDir(dir string, sc *scenario.Scenario, raw *rawResults) (*Outcome, e
 		out.Entries = sw.Entries
 	}
 
-	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase}
+	doc := &Document{Version: version.Get(), Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase}
 	out.Doc = doc
 	var integ trace.Integrity
 	var err error

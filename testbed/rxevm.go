@@ -22,6 +22,7 @@ import (
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/version"
 )
 
 // The rxe-vm testbed runs a scenario on Linux Soft-RoCE (rdma_rxe) inside a qemu guest: requester and responder
@@ -241,10 +242,16 @@ func runRxeVM(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	return collectRxeVM(sc, job, rawDir, opts.OutDir)
 }
 
+// writeEffective writes the effective scenario of a results directory, headed by a comment naming the build
+// of lumina that ran it (a comment, so that the file loads back unchanged).
 func writeEffective(path string, sc *scenario.Scenario) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("writing results: %w", err)
+	}
+	if _, err := fmt.Fprintf(f, "# written by %s\n", version.Get()); err != nil {
+		f.Close()
+		return fmt.Errorf("writing effective scenario: %w", err)
 	}
 	if err := sc.WriteEffective(f); err != nil {
 		f.Close()
@@ -329,10 +336,10 @@ func collectRxeVM(sc *scenario.Scenario, job rxeJob, raw, out string) (*rawResul
 			return nil, err
 		}
 	}
-	if err := writeJSON(out, FileConnections, conns); err != nil {
+	if err := writeList(out, FileConnections, conns); err != nil {
 		return nil, err
 	}
-	if err := writeJSON(out, FileTraffic, traffic); err != nil {
+	if err := writeList(out, FileTraffic, traffic); err != nil {
 		return nil, err
 	}
 	// The guest's switch does not record ITER per mirrored packet: the analyzers derive it from the trace.

@@ -44,10 +44,10 @@ func TestRxeVMVerbsWriteDrop(t *testing.T) {
 	}
 	var conns []ConnRecord
 	var traffic []TrafficRecord
-	if err := readJSON(out, FileConnections, &conns); err != nil {
+	if err := readList(out, FileConnections, &conns); err != nil {
 		t.Fatal(err)
 	}
-	if err := readJSON(out, FileTraffic, &traffic); err != nil {
+	if err := readList(out, FileTraffic, &traffic); err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Conns) != 1 || len(conns) != 1 || len(traffic) != 1 {

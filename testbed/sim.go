@@ -398,15 +398,7 @@ func counterMap(cs []rnic.Counter) map[string]uint64 {
 }
 
 func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *recorder) error {
-	f, err := os.Create(filepath.Join(dir, FileScenario))
-	if err != nil {
-		return fmt.Errorf("writing results: %w", err)
-	}
-	if err := sc.WriteEffective(f); err != nil {
-		f.Close()
-		return fmt.Errorf("writing effective scenario: %w", err)
-	}
-	if err := f.Close(); err != nil {
+	if err := writeEffective(filepath.Join(dir, FileScenario), sc); err != nil {
 		return err
 	}
 	conns := make([]ConnRecord, len(res.Conns))
@@ -415,7 +407,7 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *r
 			RequesterQPN: c.ReqQPN, ResponderQPN: c.RespQPN, RequesterIPSN: uint32(c.ReqIPSN),
 			ResponderIPSN: uint32(c.RespIPSN), PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: sc.Traffic.MTU}
 	}
-	if err := writeJSON(dir, FileConnections, conns); err != nil {
+	if err := writeList(dir, FileConnections, conns); err != nil {
 		return err
 	}
 	traffic := make([]TrafficRecord, len(res.PerConn))
@@ -428,7 +420,7 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *r
 		}
 		traffic[i] = tr
 	}
-	if err := writeJSON(dir, FileTraffic, traffic); err != nil {
+	if err := writeList(dir, FileTraffic, traffic); err != nil {
 		return err
 	}
 	cf := CountersFile{

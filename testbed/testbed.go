@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/lumina-go/lumina/version"
 )
 
 // Results directory layout (spec/scenario-and-cli.md "Results directory"), plus our own connections.json and
@@ -37,14 +39,41 @@ func (e inputError) Unwrap() []error     { return []error{e.err, ErrInput} }
 func badInput(err error) error           { return inputError{err} }
 func badInputf(f string, a ...any) error { return inputError{fmt.Errorf(f, a...)} }
 
+// writeJSON writes a results document: v (an object) with schema_version first.
 func writeJSON(dir, name string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := version.MarshalDocument(v)
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", name, err)
 	}
-	b = append(b, '\n')
 	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 		return fmt.Errorf("writing results: %w", err)
+	}
+	return nil
+}
+
+// listKey is the key under which traffic.json and connections.json hold their per-QP lists.
+const listKey = "qps"
+
+// writeList writes a per-QP list document (traffic.json, connections.json).
+func writeList[T any](dir, name string, list []T) error {
+	b, err := version.MarshalList(listKey, list)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	return nil
+}
+
+// readList reads a per-QP list document, or the bare list of a results directory from before schema_version.
+func readList[T any](dir, name string, list *[]T) error {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	if err := version.UnmarshalList(b, listKey, list); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
 	}
 	return nil
 }
@@ -53,6 +82,9 @@ func readJSON(dir, name string, v any) error {
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		return err
+	}
+	if _, err := version.CheckSchema(b); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, name), err)

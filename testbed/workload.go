@@ -2,13 +2,13 @@ package testbed
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/version"
 )
 
 // FileWorkload is what a `workload:` run measured (also the "workload" section of analysis.json).
@@ -86,16 +86,8 @@ func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	}
 	wa := workloadAnalysis(sc, r)
 
-	f, err := os.Create(filepath.Join(opts.OutDir, FileScenario))
-	if err != nil {
-		return nil, fmt.Errorf("writing results: %w", err)
-	}
-	if err := sc.WriteEffective(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("writing effective scenario: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("writing results: %w", err)
+	if err := writeEffective(filepath.Join(opts.OutDir, FileScenario), sc); err != nil {
+		return nil, err
 	}
 	cf := CountersFile{
 		Requester: HostCounters{NIC: sc.Requester.NIC.Type, Vendor: vendorOf(sc, sc.Requester), Start: map[string]uint64{},
@@ -107,10 +99,16 @@ func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	for _, x := range []struct {
 		name string
 		v    any
-	}{{FileCounters, cf}, {FileTraffic, []TrafficRecord{}}, {FileConnections, []ConnRecord{}}, {FileWorkload, wa}} {
+	}{{FileCounters, cf}, {FileWorkload, wa}} {
 		if err := writeJSON(opts.OutDir, x.name, x.v); err != nil {
 			return nil, err
 		}
+	}
+	if err := writeList(opts.OutDir, FileTraffic, []TrafficRecord{}); err != nil {
+		return nil, err
+	}
+	if err := writeList(opts.OutDir, FileConnections, []ConnRecord{}); err != nil {
+		return nil, err
 	}
 
 	return workloadOutcome(sc, opts.OutDir, wa, &cf)
@@ -131,7 +129,7 @@ func workloadOutcome(sc *scenario.Scenario, dir string, wa *WorkloadAnalysis, cf
 			wa.GoodputGbps, wa.GoodputMpps, wa.LimitGbps, wa.LimitMpps)})
 	}
 	check.ViolationCount = len(check.Violations)
-	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase,
+	doc := &Document{Version: version.Get(), Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase,
 		Integrity: trace.Integrity{OK: true, Checks: []trace.CheckResult{}},
 		Analysis:  &analyze.Analysis{Checks: []analyze.Check{check}, Metadata: "none"}, Workload: wa}
 	tree := docTree(doc)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"github.com/lumina-go/lumina/report"
 	"github.com/lumina-go/lumina/testbed"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/version"
 )
 
 func newAnalyzeCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -134,7 +134,10 @@ func captureError(err error) error {
 }
 
 func writeIndentedJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := version.MarshalDocument(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os/signal"
@@ -64,9 +63,7 @@ tell a lossy dump from a complete one.`,
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
+			return writeIndentedJSON(stdout, st)
 		},
 	}
 	f := cmd.Flags()

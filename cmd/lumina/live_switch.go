@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -133,9 +132,7 @@ which it also refreshes every second).`,
 			fmt.Fprintf(stderr, "lumina switch: forwarding %s <-> %s, mirroring to [%s]; SIGINT or SIGTERM stops\n", in, out, strings.Join(dumpers, " "))
 			st, err := s.Run(ctx)
 			if status == "" {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if e := enc.Encode(st); e != nil && err == nil {
+				if e := writeIndentedJSON(stdout, st); e != nil && err == nil {
 					err = e
 				}
 			}

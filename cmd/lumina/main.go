@@ -10,6 +10,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lumina-go/lumina/version"
 )
 
 // Exit statuses (spec/scenario-and-cli.md).
@@ -69,7 +71,10 @@ Exit status: 0 every check passed, 1 a check or expectation failed, 2 bad input,
 3 invalid test (the trace failed the integrity check).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
+	// The build: module version ("(devel)" from a checkout), VCS commit, Go toolchain.
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(stdout, stderr), newAnalyzeCmd(stdout, stderr), newProfilesCmd(stdout),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"path/filepath"
@@ -57,9 +56,7 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 				return fail(exitFailed, err)
 			}
 			if jsonOut {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(o.Doc); err != nil {
+				if err := writeIndentedJSON(stdout, o.Doc); err != nil {
 					return err
 				}
 			} else {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -82,9 +81,7 @@ answers whether that narrowed space holds an anomaly: exit status 1 when it does
 				return fail(exitFailed, err)
 			}
 			if jsonOut {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
+				if err := writeIndentedJSON(stdout, struct {
 					Profile string `json:"profile"`
 					Algo    string `json:"algo"`
 					Seed    uint64 `json:"seed"`

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lumina-go/lumina/search"
+	"github.com/lumina-go/lumina/version"
 )
 
 // restrictNine narrows the space to Collie's #9 trigger (seeds/003 A.1) but for the three request sizes.
@@ -84,8 +87,9 @@ func readAnomalies(t *testing.T, dir string) []foundAnomaly {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkSchema(t, "anomalies.json", data)
 	var found []foundAnomaly
-	if err := json.Unmarshal(data, &found); err != nil {
+	if err := version.UnmarshalList(data, search.AnomaliesKey, &found); err != nil {
 		t.Fatalf("anomalies.json %s: %v", data, err)
 	}
 	return found

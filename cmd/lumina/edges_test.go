@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/lumina-go/lumina/version"
+)
+
+// lumina --version names the module version, the commit and the Go toolchain.
+func TestVersionFlag(t *testing.T) {
+	code, stdout, stderr := lumina(t, "--version")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := version.Get().String() + "\n"
+	if stdout != want {
+		t.Fatalf("--version printed %q, want %q", stdout, want)
+	}
+	if !strings.HasPrefix(stdout, "lumina ") || !strings.Contains(stdout, " commit ") || !strings.HasSuffix(stdout, runtime.Version()+"\n") {
+		t.Fatalf("--version %q lacks the version, commit or Go version", stdout)
+	}
+}
+
+// firstKey is the first key of a JSON object.
+func firstKey(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%s is not a JSON object: %.40q", name, b)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	k, _ := tok.(string)
+	return k
+}
+
+func checkSchema(t *testing.T, name string, b []byte) {
+	t.Helper()
+	if k := firstKey(t, name, b); k != "schema_version" {
+		t.Errorf("%s: first key %q, want schema_version", name, k)
+	}
+	var v struct {
+		S int `json:"schema_version"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil || v.S != version.SchemaVersion {
+		t.Errorf("%s: schema_version %d (%v), want %d", name, v.S, err, version.SchemaVersion)
+	}
+}
+
+// Every JSON document of a results directory and of --json starts with schema_version; analysis.json and the
+// effective scenario say which build wrote them, and the scenario still loads (lumina analyze re-reads it).
+func TestSchemaVersionAndBuildEverywhere(t *testing.T) {
+	good := writeFile(t, "ok.yaml", scenarioOK)
+	out := filepath.Join(t.TempDir(), "res")
+	code, stdout, stderr := lumina(t, "run", good, "--out", out, "--json")
+	if code != 0 {
+		t.Fatalf("run: exit %d %s", code, stderr)
+	}
+	checkSchema(t, "run --json", []byte(stdout))
+	for _, f := range []string{"analysis.json", "counters.json", "traffic.json", "connections.json", "switch.json"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSchema(t, f, b)
+	}
+	var doc struct {
+		Version version.Info `json:"version"`
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "analysis.json"))
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Version != version.Get() || doc.Version.Go != runtime.Version() {
+		t.Fatalf("analysis.json version %+v (%v), want %+v", doc.Version, err, version.Get())
+	}
+	sc, _ := os.ReadFile(filepath.Join(out, "scenario.yaml"))
+	if !strings.HasPrefix(string(sc), "# written by "+version.Get().String()+"\n") {
+		t.Fatalf("scenario.yaml does not name the build:\n%.200s", sc)
+	}
+	code, stdout, stderr = lumina(t, "analyze", out, "--json")
+	if code != 0 {
+		t.Fatalf("analyze of the results directory: exit %d %s", code, stderr)
+	}
+	checkSchema(t, "analyze DIR --json", []byte(stdout))
+	code, stdout, _ = lumina(t, "analyze", "--json", filepath.Join(realDir, "hexvec_cx4lx_cnp_from_scapy_test.pcap"))
+	if code != 0 {
+		t.Fatalf("analyze capture: exit %d", code)
+	}
+	checkSchema(t, "analyze CAPTURE --json", []byte(stdout))
+}
+
+// A results document from a newer lumina is refused, not misread.
+func TestNewerSchemaRefused(t *testing.T) {
+	good := writeFile(t, "ok.yaml", scenarioOK)
+	out := filepath.Join(t.TempDir(), "res")
+	if code, _, e := lumina(t, "run", good, "--out", out); code != 0 {
+		t.Fatalf("run: exit %d %s", code, e)
+	}
+	p := filepath.Join(out, "traffic.json")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, bytes.Replace(b, []byte(`"schema_version": 1`), []byte(`"schema_version": 7`), 1), 0o644)
+	code, _, stderr := lumina(t, "analyze", out)
+	if code != 2 || !strings.Contains(stderr, "traffic.json: schema_version 7: written by a newer lumina") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
