@@ -67,6 +67,9 @@ func (o *Outcome) ExitCode() int {
 
 // Reanalyze re-runs the integrity check, the analyzers and the expectations on a results directory.
 func Reanalyze(dir string) (*Outcome, error) {
+	if err := checkComplete(dir); err != nil {
+		return nil, err
+	}
 	sc, err := scenario.Load(filepath.Join(dir, FileScenario))
 	if err != nil {
 		return nil, badInputf("%s is not a results directory: %w", dir, err)
@@ -77,14 +80,19 @@ func Reanalyze(dir string) (*Outcome, error) {
 	return analyzeDir(dir, sc, nil)
 }
 
-// IsResultsDir tells whether path looks like a results directory.
+// IsResultsDir tells whether path looks like a results directory (a complete one, or one a run left
+// incomplete).
 func IsResultsDir(path string) bool {
 	st, err := os.Stat(path)
 	if err != nil || !st.IsDir() {
 		return false
 	}
-	_, err = os.Stat(filepath.Join(path, FileScenario))
-	return err == nil
+	for _, f := range []string{FileScenario, FileIncomplete} {
+		if _, err := os.Stat(filepath.Join(path, f)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // analyzeDir reconstructs the trace from the dumps (when raw is given, i.e. right after a run), checks its

@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -26,9 +25,28 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Run runs the scenario on its testbed, writes the results directory and analyzes it.
-// Errors wrapping ErrInput are the scenario's fault (exit status 2).
+// Run runs the scenario on its testbed, writes the results directory and analyzes it. The directory is
+// written whole or not at all (BeginResults): a run that fails or is killed leaves the previous results in
+// place. Errors wrapping ErrInput are the scenario's or the environment's fault (exit status 2).
 func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
+	st, err := BeginResults(opts.OutDir, "lumina run of "+sc.Path)
+	if err != nil {
+		return nil, err
+	}
+	staged := opts
+	staged.OutDir = st.Dir
+	o, err := runStaged(sc, staged)
+	if err != nil {
+		return nil, st.Abort(err)
+	}
+	if err := st.Commit(); err != nil {
+		return nil, err
+	}
+	o.Dir = st.Final
+	return o, nil
+}
+
+func runStaged(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	if sc.Workload != nil {
 		return runWorkload(sc, opts) // a Collie-style workload on the NIC micro-architecture model (workload.go)
 	}
@@ -43,30 +61,11 @@ func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	default:
 		return nil, badInputf("%s: testbed %q is not available in this version; expected sim, netns or rxe-vm", sc.Path, sc.Testbed)
 	}
-	if err := prepareDir(opts.OutDir); err != nil {
-		return nil, err
-	}
 	raw, err := backend(sc, opts)
 	if err != nil {
 		return nil, err
 	}
 	return analyzeDir(opts.OutDir, sc, raw)
-}
-
-func prepareDir(dir string) error {
-	if dir == "" {
-		return badInputf("no results directory given")
-	}
-	if err := os.MkdirAll(filepath.Join(dir, DirDump), 0o755); err != nil {
-		return fmt.Errorf("creating results directory: %w", err)
-	}
-	old, _ := filepath.Glob(filepath.Join(dir, DirDump, "*.pcap"))
-	for _, f := range append(old, filepath.Join(dir, FileTrace), filepath.Join(dir, FileAnalysis)) {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("clearing previous results: %w", err)
-		}
-	}
-	return nil
 }
 
 // loadProfile resolves a scenario NIC type: a profile name, or a file path relative to the scenario.

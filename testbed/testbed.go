@@ -45,7 +45,18 @@ func writeJSON(dir, name string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", name, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+	return writeFileAtomic(filepath.Join(dir, name), b)
+}
+
+// writeFileAtomic replaces path with data whole (a re-analysis rewrites analysis.json in place: a kill must
+// not leave half of it).
+func writeFileAtomic(path string, data []byte) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("writing results: %w", err)
 	}
 	return nil
@@ -60,10 +71,7 @@ func writeList[T any](dir, name string, list []T) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", name, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-		return fmt.Errorf("writing results: %w", err)
-	}
-	return nil
+	return writeFileAtomic(filepath.Join(dir, name), b)
 }
 
 // readList reads a per-QP list document, or the bare list of a results directory from before schema_version.

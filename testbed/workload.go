@@ -56,9 +56,6 @@ type WorkloadHost struct {
 // effective scenario, counters.json (window totals), workload.json and analysis.json, whose "workload" check
 // fails when the workload shows Collie's symptom.
 func runWorkload(sc *scenario.Scenario, opts Options) (*Outcome, error) {
-	if err := prepareDir(opts.OutDir); err != nil {
-		return nil, err
-	}
 	var cfg netsim.WorkloadConfig
 	for i, h := range []struct {
 		name string

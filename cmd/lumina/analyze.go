@@ -47,6 +47,9 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 			if len(args) == 1 && testbed.IsResultsDir(args[0]) {
 				o, err := testbed.Reanalyze(args[0])
 				if err != nil {
+					if errors.Is(err, testbed.ErrIncomplete) {
+						return fail(exitInvalid, err)
+					}
 					if errors.Is(err, testbed.ErrInput) {
 						return fail(exitBadArgs, err)
 					}

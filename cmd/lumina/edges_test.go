@@ -110,3 +110,60 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
+
+// An output path that cannot be a results directory is an environment error (exit 2) before anything runs,
+// and a directory holding other files is never replaced.
+func TestOutputPathErrors(t *testing.T) {
+	good := writeFile(t, "ok.yaml", scenarioOK)
+	file := writeFile(t, "file.txt", "not a directory")
+	foreign := filepath.Join(t.TempDir(), "mine")
+	os.Mkdir(foreign, 0o755)
+	os.WriteFile(filepath.Join(foreign, "notes.txt"), []byte("mine"), 0o644)
+	cases := []struct {
+		name, out, msg string
+	}{
+		{"a file", file, "exists and is not a directory"},
+		{"inside a file", filepath.Join(file, "res"), "not a directory"},
+		{"not writable", "/proc/self/lumina-res", "cannot"},
+		{"foreign files", foreign, "holds files that are not results (notes.txt)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := lumina(t, "run", good, "--out", c.out)
+			if code != 2 || !strings.Contains(stderr, c.msg) || strings.Contains(stdout, "PASS") {
+				t.Fatalf("exit %d, stderr %q, want 2 and %q", code, stderr, c.msg)
+			}
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(foreign, "notes.txt")); err != nil || string(b) != "mine" {
+		t.Fatalf("the foreign directory was touched: %q %v", b, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(foreign)); len(entries) != 1 {
+		t.Fatalf("a refused run left %d entries beside %s", len(entries), foreign)
+	}
+}
+
+// A results directory marked INCOMPLETE is refused with exit 3 and the marker's reason, even when it holds
+// every file of a run.
+func TestIncompleteResultsRefused(t *testing.T) {
+	good := writeFile(t, "ok.yaml", scenarioOK)
+	out := filepath.Join(t.TempDir(), "res")
+	if code, _, e := lumina(t, "run", good, "--out", out); code != 0 {
+		t.Fatalf("run: exit %d %s", code, e)
+	}
+	if _, err := os.Stat(filepath.Join(out, "INCOMPLETE")); err == nil {
+		t.Fatal("a finished run left its INCOMPLETE marker")
+	}
+	os.WriteFile(filepath.Join(out, "INCOMPLETE"), []byte("lumina: this results directory is incomplete: the run failed: boom\n"), 0o644)
+	code, stdout, stderr := lumina(t, "analyze", out)
+	if code != 3 || !strings.Contains(stderr, "not analyzed: this results directory is incomplete: the run failed: boom") || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// A second run over it replaces it whole.
+	if code, _, e := lumina(t, "run", good, "--out", out); code != 0 {
+		t.Fatalf("rerun: exit %d %s", code, e)
+	}
+	if code, _, e := lumina(t, "analyze", out); code != 0 {
+		t.Fatalf("analyze after rerun: exit %d %s", code, e)
+	}
+}
