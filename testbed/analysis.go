@@ -282,6 +282,7 @@ func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.
 	paths, _ := filepath.Glob(filepath.Join(dir, DirDump, "*.pcap"))
 	sort.Strings(paths)
 	var readers []trace.Reader
+	var files []*trace.File
 	for _, p := range paths {
 		f, err := trace.Open(p)
 		if err != nil {
@@ -289,6 +290,7 @@ func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.
 		}
 		defer f.Close()
 		readers = append(readers, f)
+		files = append(files, f)
 	}
 	m := trace.MergeByMirrorSeq(readers...)
 	tf, err := os.Create(filepath.Join(dir, FileTrace))
@@ -336,7 +338,28 @@ func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.
 	if err := bw.Flush(); err != nil {
 		return trace.Integrity{}, fmt.Errorf("writing trace: %w", err)
 	}
-	return ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE), nil
+	integ := ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE)
+	noteTruncation(&integ, files...)
+	return integ, nil
+}
+
+// noteTruncation fails the packet-count condition when a file of the trace is cut short in the middle of a
+// packet: packets were lost whatever the counters say (they may be unknown), and the detail says where.
+func noteTruncation(integ *trace.Integrity, files ...*trace.File) {
+	for _, f := range files {
+		c := f.Truncated()
+		if c == nil {
+			continue
+		}
+		for i := range integ.Checks {
+			if integ.Checks[i].Name == trace.CheckCountEqualsMirrored {
+				integ.Checks[i].OK = false
+				integ.Checks[i].Detail += fmt.Sprintf("; %s is cut short in the middle of a packet at byte offset %d after %d whole packets",
+					f.Name(), c.Offset, c.Packets)
+			}
+		}
+		integ.OK = false
+	}
 }
 
 // checkTrace re-runs the integrity check over an existing trace.pcapng.
@@ -361,5 +384,7 @@ func checkTrace(dir string, cf CountersFile) (trace.Integrity, error) {
 		}
 		ic.Add(p.Index, mir)
 	}
-	return ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE), nil
+	integ := ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE)
+	noteTruncation(&integ, f)
+	return integ, nil
 }

@@ -216,6 +216,12 @@ func (s *Source) Report() (*Report, error) {
 	r.Files = make([]FileInfo, len(s.files))
 	for i, f := range s.files {
 		r.Files[i] = FileInfo{Path: f.Name(), Format: f.Format().String(), Packets: s.perFile[i]}
+		if c := f.Truncated(); c != nil {
+			r.Files[i].Truncated = c
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s is cut short in the middle of a packet (byte offset %d: %s), as a capture "+
+				"tool stopped mid-write leaves it: analyzed its %d whole packets; whatever followed is not in the capture",
+				f.Name(), c.Offset, c.Detail, c.Packets))
+		}
 	}
 	if s.merger != nil {
 		if v, n := s.merger.Violations(); n > 0 {

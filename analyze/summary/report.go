@@ -79,6 +79,9 @@ type FileInfo struct {
 	Path    string `json:"path"`
 	Format  string `json:"format"`
 	Packets int64  `json:"packets"`
+	// Truncated, when set, says the file ends in the middle of a record (a capture tool stopped mid-write):
+	// its whole packets were analyzed, the cut one was not.
+	Truncated *trace.Truncation `json:"truncated,omitempty"`
 }
 
 // LinkTypeCount counts packets of one link type.

@@ -50,10 +50,7 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 					if errors.Is(err, testbed.ErrIncomplete) {
 						return fail(exitInvalid, err)
 					}
-					if errors.Is(err, testbed.ErrInput) {
-						return fail(exitBadArgs, err)
-					}
-					return fail(exitFailed, err)
+					return fail(exitBadArgs, err) // unreadable or inconsistent results: no verdict
 				}
 				if jsonOut {
 					if err := writeIndentedJSON(stdout, o.Doc); err != nil {

@@ -167,3 +167,63 @@ func TestIncompleteResultsRefused(t *testing.T) {
 		t.Fatalf("analyze after rerun: exit %d %s", code, e)
 	}
 }
+
+// A capture cut in the middle of a packet (a killed tcpdump) is analyzed up to its last whole packet, with a
+// warning, the cut in the JSON, and the exit status of the checks; a capture cut inside its file header is
+// still bad input.
+func TestTruncatedCapture(t *testing.T) {
+	src := filepath.Join(realDir, "oferby-proxy_roce.pcap")
+	whole, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := writeFile(t, "cut.pcap", string(whole[:len(whole)-10]))
+	code, stdout, stderr := lumina(t, "analyze", cut)
+	if code != 0 || !strings.Contains(stdout, "(pcap, 122 packets) CUT SHORT at byte offset 76672") ||
+		!strings.Contains(stdout, "cut short in the middle of a packet (byte offset 76672: truncated packet 122: need 78 bytes, file ends after 68)") {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	code, stdout, _ = lumina(t, "analyze", "--json", cut)
+	var doc struct {
+		Packets int `json:"packets"`
+		Files   []struct {
+			Truncated *struct {
+				Offset  int64 `json:"offset"`
+				Packets int   `json:"packets"`
+			} `json:"truncated"`
+		} `json:"files"`
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	if doc.Packets != 122 || len(doc.Files) != 1 || doc.Files[0].Truncated == nil || doc.Files[0].Truncated.Offset != 76672 ||
+		doc.Files[0].Truncated.Packets != 122 || len(doc.Warnings) == 0 {
+		t.Fatalf("JSON: %+v", doc)
+	}
+	// The whole file: 123 packets, no cut.
+	code, stdout, _ = lumina(t, "analyze", "--json", src)
+	if code != 0 || strings.Contains(stdout, `"truncated"`) || !strings.Contains(stdout, `"packets": 123`) {
+		t.Fatalf("whole capture: exit %d\n%.400s", code, stdout)
+	}
+	hdr := writeFile(t, "hdr.pcap", string(whole[:10]))
+	if code, _, stderr := lumina(t, "analyze", hdr); code != 2 || !strings.Contains(stderr, "truncated pcap file header") {
+		t.Fatalf("cut header: exit %d %q", code, stderr)
+	}
+}
+
+// A results directory whose trace is cut short is an invalid test (exit 3) that says where the trace ends.
+func TestTruncatedTraceInvalid(t *testing.T) {
+	good := writeFile(t, "ok.yaml", scenarioOK)
+	out := filepath.Join(t.TempDir(), "res")
+	if code, _, e := lumina(t, "run", good, "--out", out); code != 0 {
+		t.Fatalf("run: exit %d %s", code, e)
+	}
+	p := filepath.Join(out, "trace.pcapng")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, b[:len(b)-20], 0o644)
+	code, stdout, _ := lumina(t, "analyze", out)
+	if code != 3 || !strings.Contains(stdout, "INVALID TEST") || !strings.Contains(stdout, "trace.pcapng is cut short in the middle of a packet") {
+		t.Fatalf("exit %d, want 3 naming the cut; output:\n%s", code, stdout)
+	}
+}

@@ -50,10 +50,9 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 			}
 			o, err := testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress})
 			if err != nil {
-				if errors.Is(err, testbed.ErrInput) {
-					return fail(exitBadArgs, err)
-				}
-				return fail(exitFailed, err)
+				// The test did not run to a verdict (bad input, the environment, the testbed): never a
+				// check failure.
+				return fail(exitBadArgs, err)
 			}
 			if jsonOut {
 				if err := writeIndentedJSON(stdout, o.Doc); err != nil {
