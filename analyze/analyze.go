@@ -137,6 +137,8 @@ type analyzer struct {
 	nicLosses int
 	// slack and maxWin size the per-PSN windows (windowSlack, maxWindow; tests shrink them).
 	slack, maxWin int64
+	// clock unwraps the 48-bit mirror timestamps (MetaMirror), so that a wrap never makes a latency negative.
+	clock trace.Unwrap48
 }
 
 // hostDiscards sums, per host, the changes of the counters whose name says "discard".
@@ -217,7 +219,7 @@ func (a *analyzer) metadata(p *trace.Packet) (trace.EventType, int64) {
 	switch a.meta {
 	case MetaMirror:
 		if m, ok := trace.DecodeMirror(p.Data); ok {
-			return m.Event, int64(m.TimestampNs)
+			return m.Event, a.clock.Extend(m.TimestampNs)
 		}
 	case MetaComment:
 		return commentEvent(p.Comment), p.Timestamp

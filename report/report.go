@@ -12,6 +12,7 @@ import (
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/trace"
 )
 
 // CaptureDoc is `lumina analyze CAPTURE` output: the packet summary plus the scenario-free checkers.
@@ -45,6 +46,31 @@ func (d *CaptureDoc) ChecksOK() bool {
 // Capture prints the capture summary followed by the checkers' verdicts.
 func Capture(w io.Writer, d *CaptureDoc) {
 	d.Report.WriteText(w)
+	if in := d.Integrity; in != nil {
+		ok, skipped := 0, 0
+		for _, c := range in.Checks {
+			switch {
+			case c.OK:
+				ok++
+			case c.Skipped:
+				skipped++
+			}
+		}
+		fmt.Fprintln(w)
+		counted := fmt.Sprintf("%d/%d conditions hold", ok, len(in.Checks))
+		if skipped > 0 {
+			counted += fmt.Sprintf(", %d not checked", skipped)
+		}
+		if in.OK {
+			fmt.Fprintf(w, "integrity  ok (%s)\n", counted)
+		} else {
+			fmt.Fprintf(w, "integrity  INVALID TRACE (%s): the checkers were not run\n", counted)
+		}
+		integrityConditions(w, in.Checks)
+		if in.Hint != "" {
+			fmt.Fprintf(w, "  hint: %s\n", in.Hint)
+		}
+	}
 	if d.CNPAnalysis == nil {
 		return
 	}
@@ -105,12 +131,8 @@ func Run(w io.Writer, o *testbed.Outcome) {
 		fmt.Fprintf(w, "integrity  ok (%d/%d checks)\n", ok, len(doc.Integrity.Checks))
 	} else {
 		fmt.Fprintf(w, "integrity  INVALID TEST (%d/%d checks pass): nothing was analyzed\n", ok, len(doc.Integrity.Checks))
-		for _, c := range doc.Integrity.Checks {
-			if !c.OK {
-				fmt.Fprintf(w, "  [FAIL] %s: %s\n", c.Name, c.Detail)
-			}
-		}
 	}
+	integrityConditions(w, doc.Integrity.Checks)
 	if doc.Analysis != nil && doc.Integrity.OK {
 		a := doc.Analysis
 		fmt.Fprintf(w, "trace      %d packets (%d RoCE)\n", a.Packets, a.RoCEPackets)
@@ -144,6 +166,20 @@ func expectations(w io.Writer, doc *testbed.Document) {
 			}
 			fmt.Fprintln(w)
 		}
+	}
+}
+
+// integrityConditions lists every integrity condition with its verdict.
+func integrityConditions(w io.Writer, cs []trace.CheckResult) {
+	for _, c := range cs {
+		tag := "[ok]"
+		switch {
+		case c.Skipped:
+			tag = "[n/a]"
+		case !c.OK:
+			tag = "[FAIL]"
+		}
+		fmt.Fprintf(w, "  %-6s %s: %s\n", tag, c.Name, c.Detail)
 	}
 }
 

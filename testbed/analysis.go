@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
@@ -307,6 +308,7 @@ func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.
 	}
 	ic := trace.NewIntegrityChecker(trace.IntegrityOptions{})
 	var sb strings.Builder
+	var clock trace.Unwrap48 // the trace's timeline goes on across a wrap of the 48-bit mirror timestamps
 	for {
 		p, err := m.Next()
 		if errors.Is(err, io.EOF) {
@@ -328,7 +330,7 @@ func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.
 			}
 			fmt.Fprintf(&sb, " qp=%d", conn+base)
 		}
-		if err := w.WritePacket(0, int64(mir.TimestampNs), p.Data, p.OrigLen, sb.String()); err != nil {
+		if err := w.WritePacket(0, clock.Extend(mir.TimestampNs), p.Data, p.OrigLen, sb.String()); err != nil {
 			return trace.Integrity{}, fmt.Errorf("writing trace: %w", err)
 		}
 	}
@@ -340,6 +342,10 @@ func reconstruct(dir string, cf CountersFile, raw *rawResults, base int) (trace.
 	}
 	integ := ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE)
 	noteTruncation(&integ, files...)
+	if d := summary.DumperDrops(paths); d != nil { // the live dumpers' own reports (netns, rxe-vm)
+		integ.Checks = append(integ.Checks, *d)
+		integ.OK = integ.OK && d.OK
+	}
 	return integ, nil
 }
 
@@ -386,5 +392,10 @@ func checkTrace(dir string, cf CountersFile) (trace.Integrity, error) {
 	}
 	integ := ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE)
 	noteTruncation(&integ, f)
+	dumps, _ := filepath.Glob(filepath.Join(dir, DirDump, "*.pcap"))
+	if d := summary.DumperDrops(dumps); d != nil {
+		integ.Checks = append(integ.Checks, *d)
+		integ.OK = integ.OK && d.OK
+	}
 	return integ, nil
 }

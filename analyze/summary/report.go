@@ -70,6 +70,9 @@ type Report struct {
 	Health []Health       `json:"health"`
 	// Warnings say what the summary could not do (no Ethernet, no RoCE, truncated capture...).
 	Warnings []string `json:"warnings"`
+	// Integrity is the integrity check of Lumina dumps (merged by mirror sequence number); absent for other
+	// captures.
+	Integrity *Integrity `json:"integrity,omitempty"`
 
 	topFlows int // Options.TopFlows, for WriteText
 }

@@ -17,12 +17,13 @@ import (
 
 func newAnalyzeCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		jsonOut bool
-		order   string
-		port    uint16
-		top     int
-		noCheck bool
-		noICRC  bool
+		jsonOut  bool
+		order    string
+		port     uint16
+		top      int
+		noCheck  bool
+		noICRC   bool
+		counters string
 	)
 	cmd := &cobra.Command{
 		Use:   "analyze CAPTURE... | RESULTS_DIR",
@@ -33,12 +34,15 @@ the CE-to-CNP ratio, NAKs by code, RNR NAKs, per-flow statistics, retransmission
 health thresholds of the RoCE troubleshooting guide; then it runs the checkers that need no scenario
 (go-back-N logic, retransmission latencies, CNP scope inference) on the connections it finds.
 Several captures are merged in time order, or in mirror-sequence order when they are Lumina dumps.
+Lumina dumps get the integrity check first (consecutive mirror sequence numbers, increasing timestamps,
+packet counts equal to the switch's when its counters are known, no drops reported by the dumpers);
+a trace that fails it is not judged (exit 3).
 
 Given a results directory of 'lumina run', it re-runs the integrity check, the analyzers and the
 scenario's expectations and rewrites analysis.json.
 
 Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or malformed capture),
-3 invalid test (results directory whose trace fails the integrity check).`,
+3 invalid test (a trace that fails the integrity check, an incomplete results directory).`,
 		Example: `  lumina analyze capture.pcap
   lumina analyze --json dumper-0.pcap dumper-1.pcap
   lumina analyze results/listing2`,
@@ -68,7 +72,19 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 			if err != nil {
 				return badInput("--order: %v", err)
 			}
+			if port == 0 {
+				return badInput("--port 0: want the RoCEv2 UDP destination port, 1 to 65535 (4791 is the IANA port)")
+			}
 			opts := summary.Options{Order: ord, Port: port, TopFlows: top, SkipICRC: noICRC}
+			if counters != "" {
+				c, err := testbed.ReadSwitchCounts(counters)
+				if err != nil {
+					return badInput("--counters: %v", err)
+				}
+				opts.Counters = &c
+			} else if c, ok := testbed.FindSwitchCounts(args); ok {
+				opts.Counters = &c
+			}
 			doc, err := analyzeCaptures(args, opts, !noCheck)
 			if err != nil {
 				return captureError(err)
@@ -79,6 +95,9 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 				}
 			} else {
 				report.Capture(stdout, doc)
+			}
+			if doc.Integrity != nil && !doc.Integrity.OK {
+				return fail(exitInvalid, errors.New(""))
 			}
 			if !doc.ChecksOK() {
 				return fail(exitFailed, errors.New(""))
@@ -91,6 +110,8 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 	cmd.Flags().Uint16Var(&port, "port", 4791, "RoCEv2 UDP destination port")
 	cmd.Flags().IntVar(&top, "top", 20, "flows listed in the summary (negative: all)")
 	cmd.Flags().BoolVar(&noCheck, "no-checks", false, "only the packet summary: skip the go-back-N, latency and CNP checkers")
+	cmd.Flags().StringVar(&counters, "counters", "", "the switch's counters for the integrity check of Lumina dumps: a results directory's counters.json "+
+		"(found by itself for DIR/dump/*.pcap and DIR/trace.pcapng)")
 	cmd.Flags().BoolVar(&noICRC, "no-icrc", false, "do not verify ICRCs (counted as not checked): decode-only speed")
 	return cmd
 }
@@ -118,8 +139,8 @@ func analyzeCaptures(paths []string, opts summary.Options, checks bool) (*report
 		return nil, err
 	}
 	doc := &report.CaptureDoc{Report: rep}
-	if an != nil {
-		doc.Set(an)
+	if an != nil && (rep.Integrity == nil || rep.Integrity.OK) {
+		doc.Set(an) // a trace that fails the integrity check is not judged: its gaps are not the NIC's
 	}
 	return doc, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/trace"
 	"github.com/lumina-go/lumina/version"
 )
 
@@ -225,5 +226,176 @@ func TestTruncatedTraceInvalid(t *testing.T) {
 	code, stdout, _ := lumina(t, "analyze", out)
 	if code != 3 || !strings.Contains(stdout, "INVALID TEST") || !strings.Contains(stdout, "trace.pcapng is cut short in the middle of a packet") {
 		t.Fatalf("exit %d, want 3 naming the cut; output:\n%s", code, stdout)
+	}
+}
+
+// runDumps runs scenarioOK and returns its results directory (two dumpers).
+func runDumps(t *testing.T) string {
+	t.Helper()
+	good := writeFile(t, "ok.yaml", scenarioOK)
+	out := filepath.Join(t.TempDir(), "res")
+	if code, _, e := lumina(t, "run", good, "--out", out); code != 0 {
+		t.Fatalf("run: exit %d %s", code, e)
+	}
+	return out
+}
+
+func copyTo(t *testing.T, dir string, files ...string) []string {
+	t.Helper()
+	var out []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.Base(f))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// setMirrorTimestamp rewrites the mirror timestamp (destination MAC) of packet idx of a pcap.
+func setMirrorTimestamp(t *testing.T, path string, idx int, ts uint64) {
+	t.Helper()
+	f, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64 = -1
+	for {
+		p, err := f.Next()
+		if err != nil {
+			break
+		}
+		if p.Index == idx {
+			off = p.Offset + 16
+		}
+	}
+	f.Close()
+	if off < 0 {
+		t.Fatalf("%s has no packet %d", path, idx)
+	}
+	b, _ := os.ReadFile(path)
+	for i := 0; i < 6; i++ {
+		b[off+int64(i)] = byte(ts >> (40 - 8*i))
+	}
+	os.WriteFile(path, b, 0o644)
+}
+
+// Lumina dumps analyzed directly get the integrity check: each condition printed, exit 3 when one fails, and
+// then no checker verdict (a gap in the mirror is not a go-back-N violation).
+func TestIntegrityOnDumps(t *testing.T) {
+	res := runDumps(t)
+	d0, d1 := filepath.Join(res, "dump", "dumper-0.pcap"), filepath.Join(res, "dump", "dumper-1.pcap")
+	integrity := func(stdout string) string {
+		i := strings.Index(stdout, "\nintegrity ")
+		if i < 0 {
+			t.Fatalf("no integrity section:\n%s", stdout)
+		}
+		return stdout[i+1:]
+	}
+
+	// Both dumps of a results directory: its counters are found, all four conditions hold.
+	code, stdout, stderr := lumina(t, "analyze", d0, d1)
+	if code != 0 || !strings.Contains(integrity(stdout), "integrity  ok (4/4 conditions hold)") ||
+		!strings.Contains(stdout, "[ok]   count-equals-mirrored: trace has") || !strings.Contains(stdout, "checks     gbn") {
+		t.Fatalf("both dumps: exit %d %s\n%s", code, stderr, stdout)
+	}
+
+	// One dumper's file: the other's packets are missing; nothing judged.
+	code, stdout, _ = lumina(t, "analyze", d0)
+	in := integrity(stdout)
+	if code != 3 || !strings.Contains(in, "INVALID TRACE") || !strings.Contains(in, "[FAIL] consecutive-mirror-seq") ||
+		!strings.Contains(in, "the other dumper's packets are missing") || strings.Contains(stdout, "checks ") || strings.Contains(stdout, "violation") {
+		t.Fatalf("one dump: exit %d\n%s", code, stdout)
+	}
+	code, stdout, _ = lumina(t, "analyze", "--json", d0)
+	var doc struct {
+		Integrity *struct {
+			OK     bool `json:"ok"`
+			Checks []struct {
+				Name string `json:"name"`
+				OK   bool   `json:"ok"`
+			} `json:"checks"`
+		} `json:"integrity"`
+		Checks []any `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != 3 || doc.Integrity == nil || doc.Integrity.OK ||
+		len(doc.Integrity.Checks) != 4 || len(doc.Checks) != 0 {
+		t.Fatalf("one dump --json: exit %d %v %+v", code, err, doc)
+	}
+
+	// Copied away from their results directory: the counters are unknown, the count conditions not checked
+	// (never passed), the rest holds.
+	elsewhere := copyTo(t, t.TempDir(), d0, d1)
+	code, stdout, _ = lumina(t, append([]string{"analyze"}, elsewhere...)...)
+	in = integrity(stdout)
+	if code != 0 || !strings.Contains(in, "integrity  ok (2/4 conditions hold, 2 not checked)") || !strings.Contains(in, "[n/a]  count-equals-mirrored") {
+		t.Fatalf("dumps without counters: exit %d\n%s", code, in)
+	}
+	// ...and given explicitly: a count that disagrees with the switch's fails.
+	cf := filepath.Join(t.TempDir(), "counters.json")
+	b, _ := os.ReadFile(filepath.Join(res, "counters.json"))
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	m["switch"].(map[string]any)["mirrored"] = m["switch"].(map[string]any)["mirrored"].(float64) + 2
+	b, _ = json.Marshal(m)
+	os.WriteFile(cf, b, 0o644)
+	code, stdout, _ = lumina(t, "analyze", "--counters", cf, elsewhere[0], elsewhere[1])
+	if code != 3 || !strings.Contains(integrity(stdout), "[FAIL] count-equals-mirrored") || !strings.Contains(stdout, "(2 missing)") {
+		t.Fatalf("wrong counts: exit %d\n%s", code, stdout)
+	}
+
+	// A timestamp going backwards.
+	back := copyTo(t, t.TempDir(), d0, d1)
+	setMirrorTimestamp(t, back[1], 5, 1)
+	code, stdout, _ = lumina(t, append([]string{"analyze"}, back...)...)
+	if code != 3 || !strings.Contains(integrity(stdout), "[FAIL] timestamps-increasing: timestamp 1 ns at trace packet") {
+		t.Fatalf("timestamp backwards: exit %d\n%s", code, stdout)
+	}
+
+	// A dumper that reports its own drops.
+	dropped := copyTo(t, t.TempDir(), d0, d1)
+	os.WriteFile(strings.TrimSuffix(dropped[1], ".pcap")+".stats.json", []byte(`{"kernel_drops": 3, "complete": false}`), 0o644)
+	os.WriteFile(strings.TrimSuffix(dropped[0], ".pcap")+".stats.json", []byte(`{"kernel_drops": 0, "complete": true}`), 0o644)
+	code, stdout, _ = lumina(t, append([]string{"analyze"}, dropped...)...)
+	if code != 3 || !strings.Contains(integrity(stdout), "[FAIL] dumpers-dropped-nothing: dumper-1.pcap reports 3 kernel drops") {
+		t.Fatalf("dumper drops: exit %d\n%s", code, stdout)
+	}
+
+	// A dump cut short.
+	cut := copyTo(t, t.TempDir(), d0, d1)
+	b, _ = os.ReadFile(cut[0])
+	os.WriteFile(cut[0], b[:len(b)-7], 0o644)
+	code, stdout, _ = lumina(t, append([]string{"analyze"}, cut...)...)
+	if code != 3 || !strings.Contains(integrity(stdout), "[FAIL] dumps-whole: ") {
+		t.Fatalf("cut dump: exit %d\n%s", code, stdout)
+	}
+}
+
+// Bad input to analyze: exit 2, one clear error.
+func TestAnalyzeBadInput(t *testing.T) {
+	real := filepath.Join(realDir, "oferby-proxy_roce.pcap")
+	cases := []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"mirror order on a capture without Lumina metadata", []string{"analyze", "--order", "mirror-seq", real},
+			"--order mirror-seq: " + real + " is not a Lumina dump"},
+		{"port 0", []string{"analyze", "--port", "0", real}, "--port 0: want the RoCEv2 UDP destination port, 1 to 65535"},
+		{"unknown order", []string{"analyze", "--order", "psn", real}, `--order: merge order "psn"`},
+		{"counters not found", []string{"analyze", "--counters", "/nonexistent/counters.json", real}, "--counters: "},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := lumina(t, c.args...)
+			if code != 2 || !strings.Contains(stderr, c.msg) || stdout != "" || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and one line with %q", code, stdout, stderr, c.msg)
+			}
+		})
 	}
 }
