@@ -92,6 +92,7 @@ type Switch struct {
 	table   map[key]int32
 	entries []entry
 	rewrite uint16
+	clock   uint64 // Config.ClockStartNs
 	rng     rand.PCG
 	wrr     WRR
 	c       counters
@@ -305,7 +306,7 @@ func (s *Switch) mirror(now int64, frame []byte, p *roce.Packet, act ActionKind,
 		corrupt(m, p) // corrupt is its own inverse
 	}
 	seq := s.seq%mask48 + 1 // 1 .. 2^48-1, then back to 1
-	ts := uint64(now) & mask48
+	ts := (s.clock + uint64(now)) & mask48
 	if isIPv4(p) {
 		if err := trace.EncodeMirror(m, trace.Mirror{Event: trace.EventType(act), Seq: seq, TimestampNs: ts}); err != nil {
 			s.c.mirrorErr++

@@ -61,8 +61,8 @@ var (
 	roceKeys          = []string{"dcqcn-rp-enable", "dcqcn-np-enable", "min-time-between-cnps", "adaptive-retrans", "slow-restart", "dcqcn-enable"}
 	etsKeys           = []string{"dscp-to-tc", "traffic-classes"}
 	tcKeys            = []string{"tc", "weight", "strict"}
-	networkKeys       = []string{"link-gbps", "propagation-ns", "switch-latency-ns", "dumpers", "dumper-weights", "snap-len", "event-table-capacity", "run-timeout-ms"}
-	trafficKeys       = []string{"num-connections", "num-qps", "rdma-verb", "num-msgs-per-qp", "mtu", "message-size", "multi-gid", "barrier-sync", "tx-depth", "min-retransmit-timeout", "max-retransmit-retry", "rnr-retry", "dscp-list", "data-pkt-events", "listen-port"}
+	networkKeys       = []string{"link-gbps", "propagation-ns", "switch-latency-ns", "dumpers", "dumper-weights", "snap-len", "event-table-capacity", "run-timeout-ms", "switch-clock-start-ns"}
+	trafficKeys       = []string{"num-connections", "num-qps", "rdma-verb", "num-msgs-per-qp", "mtu", "message-size", "multi-gid", "barrier-sync", "tx-depth", "min-retransmit-timeout", "max-retransmit-retry", "rnr-retry", "dscp-list", "data-pkt-events", "listen-port", "initial-psn"}
 	testbeds          = []string{"sim", "netns", "rxe-vm", "remote"}
 	validMTUs         = []int{256, 512, 1024, 2048, 4096}
 	referenceNICNames = map[string]string{"cx4": "cx4lx", "cx5": "cx5", "cx6": "cx6dx", "e810": "e810"}
@@ -640,6 +640,10 @@ func (d *decoder) traffic(v val, t *Traffic, df *deferred) {
 				}
 			}
 			t.DSCPList = list
+		case "initial-psn":
+			if x, ok := d.intIn(f.v, 0, 1<<24-1); ok {
+				t.InitialPSN = &x
+			}
 		case "data-pkt-events":
 			its, _ := d.items(f.v)
 			df.events = append(df.events, its...)
@@ -729,6 +733,10 @@ func (d *decoder) network(v val, n *Network, df *deferred) {
 		case "run-timeout-ms":
 			if x, ok := d.intIn(f.v, 1, 86400000); ok {
 				n.RunTimeoutMs = int64(x)
+			}
+		case "switch-clock-start-ns":
+			if x, ok := d.intIn(f.v, 0, 1<<48-1); ok {
+				n.SwitchClockStartNs = int64(x)
 			}
 		default:
 			d.unknown(f, networkKeys)

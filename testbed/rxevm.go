@@ -197,7 +197,22 @@ func script(ctx context.Context, progress io.Writer, path string, args ...string
 	return nil
 }
 
+// rxeUnsupported rejects the simulator-only scenario keys the rxe-vm testbed cannot honour, before anything
+// (the guest build included) runs.
+func rxeUnsupported(sc *scenario.Scenario) error {
+	if sc.Traffic.InitialPSN != nil {
+		return badInputf("%s: traffic.initial-psn: the rxe-vm testbed cannot choose initial PSNs (the kernel does); it is for the sim and netns testbeds", sc.Path)
+	}
+	if sc.Network.SwitchClockStartNs != 0 {
+		return badInputf("%s: network.switch-clock-start-ns: the rxe-vm testbed's switch runs on the guest's clock; it is for the sim and netns testbeds", sc.Path)
+	}
+	return nil
+}
+
 func runRxeVM(sc *scenario.Scenario, opts Options) (*rawResults, error) {
+	if err := rxeUnsupported(sc); err != nil {
+		return nil, err
+	}
 	dir, err := rxeScriptsDir()
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
 )
@@ -149,6 +150,9 @@ func netsimConfig(sc *scenario.Scenario) (netsim.Config, error) {
 		Dumpers:    max(sc.Network.Dumpers, 1),
 		RunLimitNs: sc.Network.RunTimeoutMs * 1_000_000,
 	}
+	if p := t.InitialPSN; p != nil {
+		cfg.ForceIPSN = func(int) (roce.PSN, bool) { return roce.PSN(*p), true }
+	}
 	return cfg, nil
 }
 
@@ -219,6 +223,7 @@ func switchSetup(sc *scenario.Scenario, cfg *netsim.Config) (*recorder, *error, 
 			RewritePort:   uint16(sc.RewriteUDPDstPort),
 			Seed:          sc.Seed,
 			Ports:         2,
+			ClockStartNs:  uint64(sc.Network.SwitchClockStartNs),
 		})
 		if err != nil {
 			*injectErr = err

@@ -399,3 +399,101 @@ func TestAnalyzeBadInput(t *testing.T) {
 		})
 	}
 }
+
+const scenarioWrapBase = `
+seed: 11
+requester: {nic: {type: cx5}}
+responder: {nic: {type: cx5}}
+traffic:
+  num-connections: 2
+  num-msgs-per-qp: 30
+  message-size: 4096
+  tx-depth: 4
+  data-pkt-events:
+    - {qpn: 1, psn: 6, type: drop, iter: 1}
+    - {qpn: 1, psn: 6, type: drop, iter: 2}
+    - {qpn: 2, psn: 30, type: drop, iter: 1}
+`
+
+// stripAbs removes the absolute PSNs (the only thing a PSN wrap may change) from decoded JSON.
+func stripAbs(x any) any {
+	switch v := x.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range v {
+			if k != "psn_abs" {
+				out[k] = stripAbs(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = stripAbs(e)
+		}
+		return out
+	}
+	return x
+}
+
+// Mirror timestamps that wrap (48-bit ns) and PSNs that wrap (24-bit) during the run give the same
+// verdicts and latencies as the same run without wraps, in every path: the run, the re-analysis of its
+// results directory, and its dumps analyzed directly.
+func TestWrapsEveryPath(t *testing.T) {
+	base := writeFile(t, "base.yaml", scenarioWrapBase)
+	// The PSNs start 16 below 2^24; the switch clock 20 us before its 48-bit wrap.
+	wrapped := writeFile(t, "wrap.yaml", strings.Replace(scenarioWrapBase, "  tx-depth: 4\n", "  tx-depth: 4\n  initial-psn: 16777200\n", 1)+
+		"network:\n  switch-clock-start-ns: 281474976690656\n")
+	dirs := map[string]string{}
+	for name, sc := range map[string]string{"base": base, "wrap": wrapped} {
+		dirs[name] = filepath.Join(t.TempDir(), name)
+		if code, _, e := lumina(t, "run", sc, "--out", dirs[name], "-q"); code != 0 {
+			t.Fatalf("%s: exit %d %s", name, code, e)
+		}
+	}
+	an, _ := os.ReadFile(filepath.Join(dirs["wrap"], "analysis.json"))
+	if !strings.Contains(string(an), "1 wrap-around") || !strings.Contains(string(an), `"psn_abs": 13,`) {
+		t.Fatalf("the wrapped run did not wrap both clocks:\n%.3000s", an)
+	}
+	paths := map[string]func(dir string) []string{
+		"run":        func(dir string) []string { return []string{"analyze", dir} }, // analysis.json as the run wrote it is read below
+		"results":    func(dir string) []string { return []string{"analyze", "--json", dir} },
+		"dump files": func(dir string) []string { return []string{"analyze", "--json", filepath.Join(dir, "dump", "dumper-0.pcap"), filepath.Join(dir, "dump", "dumper-1.pcap")} },
+	}
+	for pname, args := range paths {
+		docs := map[string]map[string]any{}
+		for name, dir := range dirs {
+			var b []byte
+			if pname == "run" {
+				b, _ = os.ReadFile(filepath.Join(dir, "analysis.json"))
+			} else {
+				code, stdout, stderr := lumina(t, args(dir)...)
+				if code != 0 {
+					t.Fatalf("%s %s: exit %d %s", pname, name, code, stderr)
+				}
+				b = []byte(stdout)
+			}
+			var d map[string]any
+			if err := json.Unmarshal(b, &d); err != nil {
+				t.Fatalf("%s %s: %v", pname, name, err)
+			}
+			docs[name] = d
+		}
+		retx, _ := docs["wrap"]["retransmissions"].([]any)
+		if len(retx) != 3 {
+			t.Fatalf("%s: %d retransmissions, want 3", pname, len(retx))
+		}
+		for _, r := range retx {
+			if l := r.(map[string]any)["latency_us"].(float64); l <= 0 {
+				t.Errorf("%s: latency %v us", pname, l)
+			}
+		}
+		for _, k := range []string{"retransmissions", "checks", "timeouts"} {
+			a, _ := json.Marshal(stripAbs(docs["base"][k]))
+			b, _ := json.Marshal(stripAbs(docs["wrap"][k]))
+			if string(a) != string(b) {
+				t.Errorf("%s: %s differ across the wraps:\nbase %s\nwrap %s", pname, k, a, b)
+			}
+		}
+	}
+}
