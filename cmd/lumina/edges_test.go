@@ -456,9 +456,11 @@ func TestWrapsEveryPath(t *testing.T) {
 		t.Fatalf("the wrapped run did not wrap both clocks:\n%.3000s", an)
 	}
 	paths := map[string]func(dir string) []string{
-		"run":        func(dir string) []string { return []string{"analyze", dir} }, // analysis.json as the run wrote it is read below
-		"results":    func(dir string) []string { return []string{"analyze", "--json", dir} },
-		"dump files": func(dir string) []string { return []string{"analyze", "--json", filepath.Join(dir, "dump", "dumper-0.pcap"), filepath.Join(dir, "dump", "dumper-1.pcap")} },
+		"run":     func(dir string) []string { return []string{"analyze", dir} }, // analysis.json as the run wrote it is read below
+		"results": func(dir string) []string { return []string{"analyze", "--json", dir} },
+		"dump files": func(dir string) []string {
+			return []string{"analyze", "--json", filepath.Join(dir, "dump", "dumper-0.pcap"), filepath.Join(dir, "dump", "dumper-1.pcap")}
+		},
 	}
 	for pname, args := range paths {
 		docs := map[string]map[string]any{}
