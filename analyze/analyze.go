@@ -139,6 +139,10 @@ type analyzer struct {
 	slack, maxWin int64
 	// clock unwraps the 48-bit mirror timestamps (MetaMirror), so that a wrap never makes a latency negative.
 	clock trace.Unwrap48
+	// cut counts, per destination flow, the RC packets whose extended transport headers the capture cut (a
+	// snap length shorter than the headers): their connections cannot be judged, nor can the counters.
+	cut      map[flowKey]int
+	cutTotal int
 }
 
 // hostDiscards sums, per host, the changes of the counters whose name says "discard".
@@ -263,6 +267,15 @@ func (a *analyzer) packet(tp *trace.Packet) {
 		ok = p.Decode(tp.Data, tp.OrigLen)
 	}
 	a.cur = p
+	if ok && p.Reason == roce.ReasonShortBTH && len(tp.Data) >= p.BTHOffset+roce.BTHLen {
+		// The BTH is there but not the extended headers that say what the packet is (RETH, AETH...): a
+		// checker that skipped it would see a PSN gap or a missing ACK that never happened.
+		if a.cut == nil {
+			a.cut = map[flowKey]int{}
+		}
+		a.cut[flowKey{p.DstIP, p.BTH.DestQP}]++
+		a.cutTotal++
+	}
 	if !ok || p.Reason == roce.ReasonShortBTH {
 		return
 	}

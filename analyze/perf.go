@@ -177,6 +177,9 @@ func (a *analyzer) retransmissions() []Retransmission {
 	for i := range a.retx {
 		l := &a.retx[i]
 		cs := l.cs
+		if a.cutPackets(cs) > 0 {
+			continue // not judged: its packets are not all readable
+		}
 		x := Retransmission{QP: cs.qp(), PSN: l.rel + int64(base), PSNAbs: cs.abs(l.rel), Msg: l.msg, Iter: l.iter,
 			Event: l.event, Packet: l.idx, Position: base}
 		if l.msg >= 1 && l.msg <= len(cs.msgFirst) && cs.msgFirst[l.msg-1] >= 0 {

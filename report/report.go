@@ -76,22 +76,28 @@ func Capture(w io.Writer, d *CaptureDoc) {
 	}
 	fmt.Fprintln(w)
 	checks(w, d.Checks, 5)
-	if len(d.Skipped) > 0 {
-		fmt.Fprintf(w, "  %d flow(s) not judged (", len(d.Skipped))
-		reasons := map[string]int{}
-		for _, s := range d.Skipped {
-			reasons[s.Reason]++
-		}
-		keys := sortedKeys(reasons)
-		for i, k := range keys {
-			if i > 0 {
-				fmt.Fprint(w, "; ")
-			}
-			fmt.Fprintf(w, "%s: %d", k, reasons[k])
-		}
-		fmt.Fprintln(w, ")")
-	}
+	skipped(w, d.Skipped)
 	retransmissions(w, d.Retransmissions, 20)
+}
+
+// skipped says what was not judged, and why.
+func skipped(w io.Writer, list []analyze.Skipped) {
+	if len(list) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %d flow(s) not judged (", len(list))
+	reasons := map[string]int{}
+	for _, s := range list {
+		reasons[s.Reason]++
+	}
+	keys := sortedKeys(reasons)
+	for i, k := range keys {
+		if i > 0 {
+			fmt.Fprint(w, "; ")
+		}
+		fmt.Fprintf(w, "%s: %d", k, reasons[k])
+	}
+	fmt.Fprintln(w, ")")
 }
 
 // Run prints the summary of a test run (or of a re-analysis of its results directory).
@@ -137,6 +143,7 @@ func Run(w io.Writer, o *testbed.Outcome) {
 		a := doc.Analysis
 		fmt.Fprintf(w, "trace      %d packets (%d RoCE)\n", a.Packets, a.RoCEPackets)
 		checks(w, a.Checks, 5)
+		skipped(w, a.Skipped)
 		retransmissions(w, a.Retransmissions, 20)
 		cnp(w, &a.CNP)
 		counters(w, a.Counters)

@@ -345,13 +345,13 @@ func TestWithSeed(t *testing.T) {
 func TestAnchorsAndAliases(t *testing.T) {
 	s := mustParse(t, `
 requester:
-  nic: &card {type: cx6, ip-list: [10.0.0.2/24]}
+  nic: {type: &card cx6, ip-list: [10.0.0.2/24]}
   roce-parameters: &rp {adaptive-retrans: true}
 responder:
-  nic: *card
+  nic: {type: *card, ip-list: [10.0.0.3/24]}
   roce-parameters: *rp
 `)
-	if s.Responder.NIC.Type != "cx6dx" || s.Responder.NIC.IPList[0].String() != "10.0.0.2/24" || !s.Responder.RoCEParameters.AdaptiveRetrans {
+	if s.Responder.NIC.Type != "cx6dx" || s.Responder.NIC.IPList[0].String() != "10.0.0.3/24" || !s.Responder.RoCEParameters.AdaptiveRetrans {
 		t.Errorf("aliases not resolved: responder %+v", s.Responder)
 	}
 }

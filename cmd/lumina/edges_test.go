@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/lumina-go/lumina/trace"
 	"github.com/lumina-go/lumina/version"
@@ -497,5 +498,92 @@ func TestWrapsEveryPath(t *testing.T) {
 				t.Errorf("%s: %s differ across the wraps:\nbase %s\nwrap %s", pname, k, a, b)
 			}
 		}
+	}
+}
+
+// A capture whose snap length cut the transport headers is not judged: no go-back-N violation, retransmission
+// or counter verdict made up from the packets it could not read.
+func TestCutHeadersNotJudged(t *testing.T) {
+	res := runDumps(t)
+	dir := t.TempDir()
+	var cut []string
+	for _, name := range []string{"dumper-0.pcap", "dumper-1.pcap"} {
+		f, err := trace.Open(filepath.Join(res, "dump", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, name)
+		o, _ := os.Create(out)
+		w, _ := trace.NewPcapWriter(o, trace.PcapWriterOptions{Nanosecond: true, SnapLen: 64, LinkType: trace.LinkTypeEthernet})
+		for {
+			p, err := f.Next()
+			if err != nil {
+				break
+			}
+			w.WritePacket(p.Timestamp, p.Data[:min(64, len(p.Data))], p.OrigLen)
+		}
+		w.Close()
+		o.Close()
+		f.Close()
+		cut = append(cut, out)
+	}
+	code, stdout, stderr := lumina(t, append([]string{"analyze"}, cut...)...)
+	if code != 0 || strings.Contains(stdout, "[FAIL]") || strings.Contains(stdout, "violation") ||
+		!strings.Contains(stdout, "the capture cut the transport headers of") {
+		t.Fatalf("exit %d %s\n%s", code, stderr, stdout)
+	}
+	// A scenario cannot ask for such copies.
+	sc := writeFile(t, "snap.yaml", scenarioOK+"network: {snap-len: 64}\n")
+	if code, _, stderr := lumina(t, "run", sc, "--out", filepath.Join(t.TempDir(), "r")); code != 2 ||
+		!strings.Contains(stderr, "snap length 64 is too short; expected 128..65535") {
+		t.Fatalf("snap-len 64: exit %d %q", code, stderr)
+	}
+}
+
+// Bad scenarios: exit 2 before anything runs, one error per bad value, never the file's bytes echoed back.
+func TestScenarioBadInput(t *testing.T) {
+	const hosts = "requester: {nic: {type: cx5}}\nresponder: {nic: {type: cx5}}\n"
+	binary := string([]byte{0x89, 'P', 'N', 'G', 0, 1, 2, 0xff, 0xfe, 0x1b, '[', '2', 'J'})
+	cases := []struct {
+		name, yaml, msg string
+	}{
+		{"same address", "requester: {nic: {type: cx5, ip-list: [10.0.0.9/24]}}\nresponder: {nic: {type: cx5, ip-list: [10.0.0.9/24]}}\n",
+			"requester and responder both have the address 10.0.0.9"},
+		{"binary file", binary, "byte offset 0 is 0x89, not text: this is not a YAML scenario file"},
+		{"binary after text", hosts + "traffic: {mtu: 1024}\n" + binary, ":4:1: byte offset 81 is 0x89, not text"},
+		{"round trip longer than the timeout", hosts + "network: {propagation-ns: 100000000}\n",
+			"make a round trip of 400.001 ms, more than half the retransmission timeout 67.109 ms"},
+		{"link too slow for the timeout", hosts + "network: {link-gbps: 0.000001}\n", "more than half the retransmission timeout"},
+		{"snap length", hosts + "network: {snap-len: 100}\n", "snap length 100 is too short; expected 128..65535"},
+		{"bad connection count, events naming connections", hosts + "traffic: {num-connections: 0, data-pkt-events: [{qpn: 2, psn: 3, type: drop}]}\n",
+			"traffic.num-connections: 0 is out of range"},
+		{"bad MTU, events naming packets", hosts + "traffic: {mtu: 1000, data-pkt-events: [{qpn: 1, psn: 5, type: drop}]}\n",
+			"traffic.mtu: 1000 is not a valid path MTU"},
+		{"bad message count, events naming messages", hosts + "traffic: {num-msgs-per-qp: x, data-pkt-events: [{qpn: 1, psn: 5, type: drop, msg: 3}]}\n",
+			`traffic.num-msgs-per-qp: "x" is not an integer`},
+		{"initial PSN on rxe-vm", "testbed: rxe-vm\n" + hosts + "traffic: {initial-psn: 5}\n",
+			"traffic.initial-psn: the rxe-vm testbed cannot choose initial PSNs"},
+		{"switch clock on rxe-vm", "testbed: rxe-vm\n" + hosts + "network: {switch-clock-start-ns: 5}\n",
+			"network.switch-clock-start-ns: the rxe-vm testbed's switch runs on the guest's clock"},
+		{"PSN out of range", hosts + "traffic: {initial-psn: 16777216}\n", "16777216 is out of range; expected an integer in 0..16777215"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sc := writeFile(t, "bad.yaml", c.yaml)
+			out := filepath.Join(t.TempDir(), "res")
+			code, stdout, stderr := lumina(t, "run", sc, "--out", out)
+			if code != 2 || !strings.Contains(stderr, c.msg) || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, c.msg)
+			}
+			if n := strings.Count(strings.TrimSpace(stderr), "\n") + 1; n != 1 {
+				t.Errorf("%d error lines, want 1: %q", n, stderr)
+			}
+			if strings.ContainsAny(stderr, "\x00\x1b") || !utf8.ValidString(stderr) {
+				t.Errorf("stderr echoes binary input: %q", stderr)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("a rejected run created %s", out)
+			}
+		})
 	}
 }
