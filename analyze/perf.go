@@ -185,6 +185,9 @@ func (a *analyzer) retransmissions() []Retransmission {
 		if l.msg >= 1 && l.msg <= len(cs.msgFirst) && cs.msgFirst[l.msg-1] >= 0 {
 			x.Position = int(l.rel-cs.msgFirst[l.msg-1]) + base
 		}
+		if l.oosT >= 0 && (l.retxT < 0 || l.oosT <= l.retxT) {
+			x.NextDeliveredUs = fptr(us(l.oosT - l.t))
+		}
 		if l.retxT >= 0 {
 			idx := l.retxIdx
 			x.RetxPacket = &idx

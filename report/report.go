@@ -262,7 +262,7 @@ func retransmissions(w io.Writer, rs []analyze.Retransmission, max int) {
 	}
 	fmt.Fprintf(w, "\nretransmissions (%d lost packet%s)\n", len(rs), plural(len(rs), "", "s"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QP\tPSN\tMSG\tITER\tEVENT\tTRIGGER\tNACK-GEN us\tNACK-REACT us\tTOTAL us\t")
+	fmt.Fprintln(tw, "QP\tPSN\tMSG\tITER\tEVENT\tTRIGGER\tNEXT-DELIV us\tNACK-GEN us\tNACK-REACT us\tTOTAL us\t")
 	for i, r := range rs {
 		if i == max {
 			break
@@ -271,8 +271,8 @@ func retransmissions(w io.Writer, rs []analyze.Retransmission, max int) {
 		if r.Trigger != nil {
 			trig = *r.Trigger
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.QP, r.PSN, r.Msg, r.Iter, r.Event, trig,
-			fnum(r.NACKGenerationUs), fnum(r.NACKReactionUs), fnum(r.LatencyUs))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.QP, r.PSN, r.Msg, r.Iter, r.Event, trig,
+			fnum(r.NextDeliveredUs), fnum(r.NACKGenerationUs), fnum(r.NACKReactionUs), fnum(r.LatencyUs))
 	}
 	tw.Flush()
 	if len(rs) > max {
