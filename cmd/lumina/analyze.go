@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
+	"github.com/lumina-go/lumina/refdir"
 	"github.com/lumina-go/lumina/report"
 	"github.com/lumina-go/lumina/testbed"
 	"github.com/lumina-go/lumina/trace"
@@ -24,6 +26,7 @@ func newAnalyzeCmd(stdout, stderr io.Writer) *cobra.Command {
 		noCheck  bool
 		noICRC   bool
 		counters string
+		config   string
 	)
 	cmd := &cobra.Command{
 		Use:   "analyze CAPTURE... | RESULTS_DIR",
@@ -41,6 +44,11 @@ a trace that fails it is not judged (exit 3).
 Given a results directory of 'lumina run', it re-runs the integrity check, the analyzers and the
 scenario's expectations and rewrites analysis.json.
 
+Given a results directory of the reference Lumina (<i>/pcap-result/*.pcap, <i>/switch-result/*.yml,
+<i>/rdma-result/*counter*.yml; the configuration from --config or DIR/config.yml), it runs on each
+repetition what the reference's tests run: the integrity check with the switch's counters, the host
+discard and counter checks, go-back-N, and the latency breakdown of every lost packet.
+
 Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or malformed capture),
 3 invalid test (a trace that fails the integrity check, an incomplete results directory).`,
 		Example: `  lumina analyze capture.pcap
@@ -48,6 +56,12 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
   lumina analyze results/listing2`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && !testbed.IsResultsDir(args[0]) && refdir.IsRefDir(args[0]) {
+				return analyzeReference(stdout, args[0], config, jsonOut)
+			}
+			if config != "" {
+				return badInput("--config applies to a reference Lumina results directory (<i>/pcap-result/...), not to %s", strings.Join(args, " "))
+			}
 			if len(args) == 1 && testbed.IsResultsDir(args[0]) {
 				o, err := testbed.Reanalyze(args[0])
 				if err != nil {
@@ -112,8 +126,35 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 	cmd.Flags().BoolVar(&noCheck, "no-checks", false, "only the packet summary: skip the go-back-N, latency and CNP checkers")
 	cmd.Flags().StringVar(&counters, "counters", "", "the switch's counters for the integrity check of Lumina dumps: a results directory's counters.json "+
 		"(found by itself for DIR/dump/*.pcap and DIR/trace.pcapng)")
+	cmd.Flags().StringVar(&config, "config", "", "the reference Lumina configuration of a reference results directory (default: DIR/config.yml)")
 	cmd.Flags().BoolVar(&noICRC, "no-icrc", false, "do not verify ICRCs (counted as not checked): decode-only speed")
 	return cmd
+}
+
+// analyzeReference analyzes a reference Lumina results directory.
+func analyzeReference(stdout io.Writer, dir, config string, jsonOut bool) error {
+	if config == "" {
+		c, err := refdir.FindConfig(dir)
+		if err != nil {
+			return fail(exitBadArgs, err)
+		}
+		config = c
+	}
+	doc, err := refdir.Analyze(dir, config)
+	if err != nil {
+		return fail(exitBadArgs, err)
+	}
+	if jsonOut {
+		if err := writeIndentedJSON(stdout, doc); err != nil {
+			return err
+		}
+	} else {
+		report.Reference(stdout, doc)
+	}
+	if code := doc.ExitCode(); code != exitOK {
+		return fail(code, errors.New(""))
+	}
+	return nil
 }
 
 // analyzeCaptures reads the captures once: the summary counts every packet as the scenario-free checkers
