@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/lumina-go/lumina/refdir"
 	"github.com/lumina-go/lumina/trace"
 	"github.com/lumina-go/lumina/version"
 )
@@ -585,5 +586,97 @@ func TestScenarioBadInput(t *testing.T) {
 				t.Errorf("a rejected run created %s", out)
 			}
 		})
+	}
+}
+
+// A reference Lumina results directory: analyzed per repetition with the reference's facts, exit 0/1/3 as the
+// verdict says, 2 when its configuration cannot be found.
+func TestReferenceResultsDir(t *testing.T) {
+	cfg := "../../refdir/testdata/cases/drops.yml"
+	res := filepath.Join(t.TempDir(), "res")
+	if code, _, e := lumina(t, "run", cfg, "--out", res, "-q"); code != 0 {
+		t.Fatalf("run: exit %d %s", code, e)
+	}
+	mk := func() string {
+		ref := filepath.Join(t.TempDir(), "ref")
+		if err := refdir.FromResults(res, cfg, ref); err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	ref := mk()
+	code, stdout, stderr := lumina(t, "analyze", ref)
+	if code != 0 || !strings.Contains(stdout, "repetition 0") || !strings.Contains(stdout, "NEXT-DELIV us") ||
+		!strings.Contains(stdout, "[ok]   timestamps-increasing-per-direction") || !strings.HasSuffix(stdout, "PASS\n") {
+		t.Fatalf("exit %d %s\n%s", code, stderr, stdout)
+	}
+	code, stdout, _ = lumina(t, "analyze", "--json", ref)
+	checkSchema(t, "analyze REFDIR --json", []byte(stdout))
+	var doc struct {
+		Iterations []struct {
+			Retransmissions []struct {
+				NextDeliveredUs *float64 `json:"next_delivered_us"`
+				LatencyUs       *float64 `json:"latency_us"`
+			} `json:"retransmissions"`
+		} `json:"iterations"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != 0 || len(doc.Iterations) != 1 || len(doc.Iterations[0].Retransmissions) != 12 ||
+		doc.Iterations[0].Retransmissions[0].NextDeliveredUs == nil || *doc.Iterations[0].Retransmissions[0].LatencyUs != 4.502 {
+		t.Fatalf("json: exit %d %v\n%.600s", code, err, stdout)
+	}
+	// One repetition given directly, its configuration in the parent.
+	if code, _, e := lumina(t, "analyze", filepath.Join(ref, "0")); code != 0 {
+		t.Fatalf("one repetition: exit %d %s", code, e)
+	}
+
+	// A packet missing from a dumper's capture: invalid test.
+	cut := mk()
+	pc := filepath.Join(cut, "0", "pcap-result", "requester.pcap")
+	f, _ := trace.Open(pc)
+	var pkts []trace.Packet
+	for {
+		p, err := f.Next()
+		if err != nil {
+			break
+		}
+		q := *p
+		q.Data = append([]byte(nil), p.Data...)
+		pkts = append(pkts, q)
+	}
+	f.Close()
+	o, _ := os.Create(pc)
+	w, _ := trace.NewPcapWriter(o, trace.PcapWriterOptions{Nanosecond: true, SnapLen: 128, LinkType: trace.LinkTypeEthernet})
+	for i, p := range pkts {
+		if i != 5 {
+			w.WritePacket(p.Timestamp, p.Data, p.OrigLen)
+		}
+	}
+	w.Close()
+	o.Close()
+	code, stdout, _ = lumina(t, "analyze", cut)
+	if code != 3 || !strings.Contains(stdout, "[FAIL] consecutive-mirror-seq") || !strings.Contains(stdout, "INVALID TEST") || strings.Contains(stdout, "retransmissions (") {
+		t.Fatalf("missing packet: exit %d\n%s", code, stdout)
+	}
+
+	// A counter that disagrees with the trace: the check fails.
+	bad := mk()
+	cp := filepath.Join(bad, "0", "rdma-result", "responder_counter_finish.yml")
+	b, _ := os.ReadFile(cp)
+	os.WriteFile(cp, []byte(strings.Replace(string(b), "out_of_sequence: 8", "out_of_sequence: 9", 1)), 0o644)
+	if code, stdout, _ := lumina(t, "analyze", bad); code != 1 || !strings.Contains(stdout, "out_of_sequence") {
+		t.Fatalf("counter: exit %d\n%s", code, stdout)
+	}
+
+	// No configuration: bad input, naming --config; given explicitly, it works.
+	nocfg := mk()
+	os.Rename(filepath.Join(nocfg, "config.yml"), filepath.Join(t.TempDir(), "elsewhere.yml"))
+	if code, _, stderr := lumina(t, "analyze", nocfg); code != 2 || !strings.Contains(stderr, "--config FILE") {
+		t.Fatalf("no config: exit %d %q", code, stderr)
+	}
+	if code, _, e := lumina(t, "analyze", "--config", cfg, nocfg); code != 0 {
+		t.Fatalf("--config: exit %d %s", code, e)
+	}
+	if code, _, stderr := lumina(t, "analyze", "--config", cfg, filepath.Join(realDir, "oferby-proxy_roce.pcap")); code != 2 || !strings.Contains(stderr, "--config applies to a reference") {
+		t.Fatalf("--config on a capture: exit %d %q", code, stderr)
 	}
 }
