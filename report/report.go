@@ -76,8 +76,73 @@ func Capture(w io.Writer, d *CaptureDoc) {
 	}
 	fmt.Fprintln(w)
 	checks(w, d.Checks, 5)
-	skipped(w, d.Skipped)
+	flowAccount(w, d)
 	retransmissions(w, d.Retransmissions, 20)
+}
+
+// flowAccount says, in flows of the table, what the checkers judged and what not and why, so that the counts
+// add up to the flows listed: a judged connection covers its request flow and its response flow.
+func flowAccount(w io.Writer, d *CaptureDoc) {
+	if d.Report == nil || len(d.Flows) == 0 {
+		skipped(w, d.Skipped)
+		return
+	}
+	key := func(src, dst string, qp uint32) string { return fmt.Sprintf("%s > %s qp 0x%06x", src, dst, qp) }
+	judged := map[string]bool{}
+	conns := 0
+	for _, c := range d.Checks {
+		switch c.Analyzer {
+		case "gbn", "gbn-read", "irn":
+		default:
+			continue
+		}
+		for _, cn := range d.Connections {
+			if cn.Index+1 == c.QP { // the capture analysis numbers connections from 1
+				conns++
+				judged[key(cn.ReqIP.String(), cn.RespIP.String(), cn.RespQPN)] = true
+				judged[key(cn.RespIP.String(), cn.ReqIP.String(), cn.ReqQPN)] = true
+			}
+		}
+	}
+	why := map[string]string{}
+	for _, s := range d.Skipped {
+		if _, ok := why[s.Flow]; !ok {
+			why[s.Flow] = s.Reason
+		}
+	}
+	for _, cn := range d.Connections { // a skipped connection's responses are skipped for the same reason
+		if r, ok := why[key(cn.ReqIP.String(), cn.RespIP.String(), cn.RespQPN)]; ok {
+			if k := key(cn.RespIP.String(), cn.ReqIP.String(), cn.ReqQPN); why[k] == "" {
+				why[k] = r
+			}
+		}
+	}
+	covered := 0
+	reasons := map[string]int{}
+	for _, f := range d.Flows {
+		k := key(f.Src, f.Dst, f.DestQP)
+		if judged[k] {
+			covered++
+			continue
+		}
+		r, ok := why[k]
+		if !ok {
+			r = "no connection the checkers could pair it with"
+		}
+		reasons[r]++
+	}
+	fmt.Fprintf(w, "flows      %d: %d in the %d judged connection(s), %d not judged", len(d.Flows), covered, conns, len(d.Flows)-covered)
+	if len(reasons) > 0 {
+		fmt.Fprint(w, " (")
+		for i, k := range sortedKeys(reasons) {
+			if i > 0 {
+				fmt.Fprint(w, "; ")
+			}
+			fmt.Fprintf(w, "%s: %d", k, reasons[k])
+		}
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintln(w)
 }
 
 // skipped says what was not judged, and why.

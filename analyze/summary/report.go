@@ -406,8 +406,8 @@ func (s *Stats) health() []Health {
 			v, level = VerdictWarn, "occasional"
 		}
 		h = append(h, Health{Name: "pfc", Verdict: v, Value: float64(pauses), Detail: fmt.Sprintf(
-			"pause frames: %d (%s; %d PFC, %d 802.3x; near 0 good, up to 0.1%% of frames occasional, more frequent)",
-			pauses, level, s.pfcFrames, s.pauseFrames)})
+			"pause frames %s: %s (%d of %d frames: %d PFC, %d 802.3x; good: none, occasional: up to 0.1%%, frequent: above 0.1%%)",
+			pct(rate), level, pauses, s.packets, s.pfcFrames, s.pauseFrames)})
 	}
 	if s.roce > 0 && !s.opts.SkipICRC {
 		checked := s.icrc[roce.ICRCGood] + s.icrc[roce.ICRCBad]

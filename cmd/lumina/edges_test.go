@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -678,5 +680,52 @@ func TestReferenceResultsDir(t *testing.T) {
 	}
 	if code, _, stderr := lumina(t, "analyze", "--config", cfg, filepath.Join(realDir, "oferby-proxy_roce.pcap")); code != 2 || !strings.Contains(stderr, "--config applies to a reference") {
 		t.Fatalf("--config on a capture: exit %d %q", code, stderr)
+	}
+}
+
+// The flows line adds up: judged plus not judged is the number of flows listed, and the reasons add up to the
+// flows not judged (each real capture).
+func TestFlowAccountAddsUp(t *testing.T) {
+	re := regexp.MustCompile(`(?m)^flows      (\d+): (\d+) in the \d+ judged connection\(s\), (\d+) not judged(?: \((.*)\))?$`)
+	caps, _ := filepath.Glob(filepath.Join(realDir, "*.pcap"))
+	seen := 0
+	for _, c := range caps {
+		code, stdout, _ := lumina(t, "analyze", c)
+		if code == 2 {
+			continue
+		}
+		m := re.FindStringSubmatch(stdout)
+		if m == nil {
+			if strings.Contains(stdout, "checks ") && !strings.Contains(stdout, "Flows (0") && strings.Contains(stdout, "\nFlows (") {
+				t.Errorf("%s: checks and flows without a flows line:\n%s", c, stdout)
+			}
+			continue
+		}
+		seen++
+		n, _ := strconv.Atoi(m[1])
+		a, _ := strconv.Atoi(m[2])
+		b, _ := strconv.Atoi(m[3])
+		sum := 0
+		if m[4] != "" {
+			for _, part := range strings.Split(m[4], "; ") {
+				i := strings.LastIndex(part, ": ")
+				x, err := strconv.Atoi(part[i+2:])
+				if err != nil {
+					t.Fatalf("%s: reason %q", c, part)
+				}
+				sum += x
+			}
+		}
+		var doc struct {
+			Flows []any `json:"flows"`
+		}
+		_, js, _ := lumina(t, "analyze", "--json", c)
+		json.Unmarshal([]byte(js), &doc)
+		if a+b != n || sum != b || n != len(doc.Flows) {
+			t.Errorf("%s: %q: %d + %d != %d, reasons %d, %d flows in the JSON", c, m[0], a, b, n, sum, len(doc.Flows))
+		}
+	}
+	if seen < 4 {
+		t.Fatalf("only %d captures had a flows line", seen)
 	}
 }
