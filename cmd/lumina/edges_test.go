@@ -729,3 +729,25 @@ func TestFlowAccountAddsUp(t *testing.T) {
 		t.Fatalf("only %d captures had a flows line", seen)
 	}
 }
+
+// lumina profiles says which profiles lumina search can search, and they are the ones it accepts.
+func TestProfilesSaySearchable(t *testing.T) {
+	code, stdout, _ := lumina(t, "profiles")
+	if code != 0 || !strings.Contains(stdout, "SEARCH") ||
+		!strings.Contains(stdout, "lumina search --profile takes cx6vpi-200g or p2100g (profiles with a micro-architecture model)") {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	for _, line := range strings.Split(stdout, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 6 || (f[5] != "yes" && f[5] != "-") {
+			continue
+		}
+		t.Run(f[0], func(t *testing.T) {
+			code, _, stderr := lumina(t, "search", "--profile", f[0], "--budget", "0", "--out", filepath.Join(t.TempDir(), "s"), "--json")
+			rejected := code == 2 && strings.Contains(stderr, "no evaluator exists for profile")
+			if (f[5] == "yes") == rejected {
+				t.Errorf("profiles says SEARCH %s, search exits %d: %s", f[5], code, stderr)
+			}
+		})
+	}
+}
