@@ -31,7 +31,7 @@ Each anomaly is reduced to its minimal feature set and written with a scenario t
   DIR/search.jsonl     one line per evaluation: workload, metrics, energy, accepted
   DIR/scenarios/       anomaly-N.yaml, for lumina run
 
-The energy is the search's score of a point: `+energyMeaning+`.
+The energy is the search's score of a point: ` + energyMeaning + `.
 
 The search is deterministic for a seed and resumable (--resume, with the same options and a larger
 --budget). The budget bounds every evaluation, MFS probes included; a feature set it cut short is
