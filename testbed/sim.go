@@ -34,6 +34,7 @@ func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	announce(opts.Progress, sc, st.Final)
 	staged := opts
 	staged.OutDir = st.Dir
 	o, err := runStaged(sc, staged)
