@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/testbed"
 	"github.com/lumina-go/lumina/version"
@@ -150,3 +151,29 @@ func firstDiff(a, b []byte) string {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// The reference dumper stamps its pcaps with the switch's 48-bit clock: analyzed as captures, the dumps of the
+// wrapping run have the same duration and flows' time spans as those of the same run without the wrap.
+func TestCaptureSummaryAcrossClockWrap(t *testing.T) {
+	var durations []float64
+	for _, name := range []string{"drops", "tswrap"} {
+		_, ref := generate(t, name)
+		paths := []string{filepath.Join(ref, "0", DirPcap, "requester.pcap"), filepath.Join(ref, "0", DirPcap, "responder.pcap")}
+		r, err := summary.Analyze(paths, summary.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.DurationS <= 0 || r.DurationS > 10 || r.LastNs < r.FirstNs {
+			t.Fatalf("%s: duration %v s, first %d, last %d", name, r.DurationS, r.FirstNs, r.LastNs)
+		}
+		for _, f := range r.Flows {
+			if f.LastNs < f.FirstNs {
+				t.Errorf("%s: flow %+v ends before it starts", name, f)
+			}
+		}
+		durations = append(durations, r.DurationS)
+	}
+	if durations[0] != durations[1] {
+		t.Fatalf("durations %v: the clock wrap changed the summary", durations)
+	}
+}
