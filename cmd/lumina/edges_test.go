@@ -751,3 +751,20 @@ func TestProfilesSaySearchable(t *testing.T) {
 		})
 	}
 }
+
+// lumina dump checks its output path before it captures anything.
+func TestDumpOutputChecked(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ out, msg string }{
+		{dir, "is a directory; expected a file name"},
+		{filepath.Join(dir, "missing", "d.pcap"), "cannot write in " + filepath.Join(dir, "missing")},
+	} {
+		code, _, stderr := lumina(t, "dump", "--iface", "lo", "--out", c.out)
+		if code != 2 || !strings.Contains(stderr, "--out: ") || !strings.Contains(stderr, c.msg) {
+			t.Errorf("--out %s: exit %d %q", c.out, code, stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the check left %d files", len(entries))
+	}
+}
