@@ -22,7 +22,7 @@ import (
 // The traffic is perftest with the switch in learning mode (TestRxeVMVerbsWriteDrop runs our generator).
 func TestRxeVMWriteDrop(t *testing.T) {
 	t.Setenv(EnvRxeTool, "perftest")
-	rxeVMDrop(t, "../examples/rxe-vm-write-drop.yaml", "")
+	rxeVMDrop(t, "../examples/rxe-vm-write-drop.yaml", "perftest")
 }
 
 // TestRxeVMVerbsWriteDrop is the same drop with our verbs generator (lumina-verbs): the switch gets the
@@ -81,15 +81,13 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// LUMINA_RXE_OUT holds one results directory per traffic tool (a run replaces a results directory whole,
+	// so they cannot nest).
 	out := os.Getenv("LUMINA_RXE_OUT")
 	if out == "" {
 		out = t.TempDir()
-	} else if outSuffix != "" {
-		out = filepath.Join(out, outSuffix)
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
+	out = filepath.Join(out, outSuffix)
 	o, err := Run(sc, Options{OutDir: out, Progress: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
