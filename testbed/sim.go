@@ -30,6 +30,9 @@ type Options struct {
 // written whole or not at all (BeginResults): a run that fails or is killed leaves the previous results in
 // place. Errors wrapping ErrInput are the scenario's or the environment's fault (exit status 2).
 func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
+	if err := preflight(sc); err != nil {
+		return nil, err
+	}
 	st, err := BeginResults(opts.OutDir, "lumina run of "+sc.Path)
 	if err != nil {
 		return nil, err

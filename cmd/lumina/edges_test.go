@@ -569,6 +569,8 @@ func TestScenarioBadInput(t *testing.T) {
 		{"switch clock on rxe-vm", "testbed: rxe-vm\n" + hosts + "network: {switch-clock-start-ns: 5}\n",
 			"network.switch-clock-start-ns: the rxe-vm testbed's switch runs on the guest's clock"},
 		{"PSN out of range", hosts + "traffic: {initial-psn: 16777216}\n", "16777216 is out of range; expected an integer in 0..16777215"},
+		{"more dumpers than the netns testbed runs", "testbed: netns\n" + hosts + "network: {dumpers: 17}\n",
+			"network.dumpers 17: the netns testbed runs 1..16 dumpers"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
