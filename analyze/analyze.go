@@ -143,6 +143,11 @@ type analyzer struct {
 	// snap length shorter than the headers): their connections cannot be judged, nor can the counters.
 	cut      map[flowKey]int
 	cutTotal int
+	// moved counts, per destination flow, the packets a delay, reorder or duplicate event delivered in
+	// another order (or more often) than the switch saw them: the checkers read the switch's order, so these
+	// connections, and the counters, cannot be judged.
+	moved      map[flowKey]int
+	movedTotal int
 }
 
 // hostDiscards sums, per host, the changes of the counters whose name says "discard".
@@ -281,6 +286,13 @@ func (a *analyzer) packet(tp *trace.Packet) {
 	}
 	a.res.RoCEPackets++
 	ev, t := a.metadata(tp)
+	if ev == trace.EventDelay || ev == trace.EventReorder || ev == trace.EventDuplicate {
+		if a.moved == nil {
+			a.moved = map[flowKey]int{}
+		}
+		a.moved[flowKey{p.DstIP, p.BTH.DestQP}]++
+		a.movedTotal++
+	}
 	pi := pktInfo{idx: tp.Index, t: t, ev: ev, delivered: ev != trace.EventDrop && ev != trace.EventCorrupt,
 		ce: p.ECN() == 3 || ev == trace.EventECN}
 	op := p.BTH.Opcode

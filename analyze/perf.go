@@ -177,7 +177,7 @@ func (a *analyzer) retransmissions() []Retransmission {
 	for i := range a.retx {
 		l := &a.retx[i]
 		cs := l.cs
-		if a.cutPackets(cs) > 0 {
+		if a.cutPackets(cs) > 0 || a.movedPackets(cs) > 0 {
 			continue // not judged: its packets are not all readable
 		}
 		x := Retransmission{QP: cs.qp(), PSN: l.rel + int64(base), PSNAbs: cs.abs(l.rel), Msg: l.msg, Iter: l.iter,

@@ -150,7 +150,7 @@ func skipped(w io.Writer, list []analyze.Skipped) {
 	if len(list) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "  %d flow(s) not judged (", len(list))
+	fmt.Fprintf(w, "  not judged (")
 	reasons := map[string]int{}
 	for _, s := range list {
 		reasons[s.Reason]++

@@ -770,3 +770,19 @@ func TestDumpOutputChecked(t *testing.T) {
 		t.Errorf("the check left %d files", len(entries))
 	}
 }
+
+// Delay, reorder and duplicate events change what the receiver sees after the switch mirrored the packets: the
+// checkers, which read the switch's order, used to report go-back-N and counter violations the NIC never made.
+// Now those connections and the counters are not judged, and say why.
+func TestMovedPacketsNotJudged(t *testing.T) {
+	for _, ev := range []string{"{qpn: 1, psn: 3, type: delay, delay-us: 50}", "{qpn: 1, psn: 3, type: reorder, behind: 2}",
+		"{qpn: 1, psn: 3, type: duplicate, copies: 2}"} {
+		sc := writeFile(t, "moved.yaml", "requester: {nic: {type: cx5}}\nresponder: {nic: {type: cx5}}\ntraffic: {num-msgs-per-qp: 3}\nevents: ["+ev+"]\n")
+		code, stdout, stderr := lumina(t, "run", sc, "--out", filepath.Join(t.TempDir(), "r"))
+		if code != 0 || strings.Contains(stdout, "[FAIL]") || strings.Contains(stdout, "gbn 0/") ||
+			!strings.Contains(stdout, "not judged (delay, reorder or duplicate events changed the delivery of 1 of its packets") ||
+			!strings.Contains(stdout, "the counters cannot be compared with the trace") {
+			t.Errorf("%s: exit %d %s\n%s", ev, code, stderr, stdout)
+		}
+	}
+}
