@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/netip"
@@ -195,7 +194,6 @@ type rawResults struct {
 // dumper does before it writes.
 type dumper struct {
 	w    *trace.PcapWriter
-	bw   *bufio.Writer
 	buf  []byte
 	port uint16
 	err  error
@@ -287,12 +285,12 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			return nil, fmt.Errorf("creating dump file: %w", err)
 		}
 		defer f.Close()
-		bw := bufio.NewWriterSize(f, 1<<20)
-		w, err := trace.NewPcapWriter(bw, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
+		// The writer's own buffer goes straight to the file, flushed only between records (below).
+		w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
 		if err != nil {
 			return nil, err
 		}
-		dumps[i] = &dumper{w: w, bw: bw, port: uint16(sc.RewriteUDPDstPort)}
+		dumps[i] = &dumper{w: w, port: uint16(sc.RewriteUDPDstPort)}
 	}
 	cfg.Dump = func(d int, ts int64, frame []byte) {
 		dp := dumps[d]
@@ -304,6 +302,12 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			trace.UndoRSS(dp.buf, dp.port)
 		}
 		n := min(len(dp.buf), snap)
+		if dp.w.Available() < 16+n {
+			// Write whole records only: a run killed at any moment leaves dumps cut at packet boundaries.
+			if dp.err = dp.w.Flush(); dp.err != nil {
+				return
+			}
+		}
 		dp.err = dp.w.WritePacket(ts, dp.buf[:n], len(dp.buf))
 	}
 	progress(opts.Progress, &cfg)
@@ -322,9 +326,6 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	for i, dp := range dumps {
 		if dp.err == nil {
 			dp.err = dp.w.Close()
-		}
-		if dp.err == nil {
-			dp.err = dp.bw.Flush()
 		}
 		if dp.err != nil {
 			return nil, fmt.Errorf("writing dumper %d: %w", i, dp.err)

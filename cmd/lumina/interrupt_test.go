@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lumina-go/lumina/trace"
 )
 
 // envMain makes the test binary act as the lumina command (arguments separated by US, 0x1f), so that a test can
@@ -102,7 +104,27 @@ func TestInterruptedRunNeverLooksComplete(t *testing.T) {
 				t.Errorf("seed %d: the run finished but %s: analyze exit %d: %s%s", seed, path, code, stdout, stderr)
 			default:
 				// Anything else a kill left (the staging directory, the previous results being swapped out)
-				// is refused as incomplete.
+				// is refused as incomplete, and its dumps end at a packet boundary.
+				dumps, _ := filepath.Glob(filepath.Join(path, "dump", "*.pcap"))
+				for _, d := range dumps {
+					f, err := trace.Open(d)
+					if err != nil {
+						if st, _ := os.Stat(d); st != nil && st.Size() == 0 {
+							continue // killed before its first write
+						}
+						t.Errorf("seed %d: %s: %v", seed, d, err)
+						continue
+					}
+					for {
+						if _, err := f.Next(); err != nil {
+							break
+						}
+					}
+					if c := f.Truncated(); c != nil {
+						t.Errorf("seed %d (%v after %v): %s is cut inside a packet: %+v", seed, sig, delay, d, *c)
+					}
+					f.Close()
+				}
 				if code != 3 || !strings.Contains(stderr, "not analyzed") {
 					t.Errorf("seed %d (%v after %v): %s: analyze exit %d, want 3 refusing it as incomplete; stdout %q stderr %q",
 						seed, sig, delay, path, code, stdout, stderr)
