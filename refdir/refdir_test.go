@@ -177,3 +177,32 @@ func TestCaptureSummaryAcrossClockWrap(t *testing.T) {
 		t.Fatalf("durations %v: the clock wrap changed the summary", durations)
 	}
 }
+
+// Several repetitions: each analyzed and reported; one whose switch counters disagree with its captures is
+// invalid, and so is the directory (the worst verdict), while the other stays judged.
+func TestRepetitions(t *testing.T) {
+	_, ref := generate(t, "drops")
+	if err := os.CopyFS(filepath.Join(ref, "1"), os.DirFS(filepath.Join(ref, "0"))); err != nil {
+		t.Fatal(err)
+	}
+	st := filepath.Join(ref, "1", DirSwitch, FileSwitchState)
+	b, _ := os.ReadFile(st)
+	os.WriteFile(st, []byte(strings.Replace(string(b), "    148: ", "    148: 1", 1)), 0o644) // requester-mirror egress: 1 prefixed
+	doc, err := Analyze(ref, filepath.Join(ref, FileConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Iterations) != 2 || doc.Iterations[0].Verdict != VerdictPass || doc.Iterations[1].Verdict != VerdictInvalid ||
+		doc.Verdict != VerdictInvalid || doc.ExitCode() != 3 || len(doc.Iterations[1].Retransmissions) != 0 {
+		t.Fatalf("verdicts %s / %s, overall %s", doc.Iterations[0].Verdict, doc.Iterations[1].Verdict, doc.Verdict)
+	}
+	var failed []string
+	for _, c := range doc.Iterations[1].Integrity.Checks {
+		if !c.OK {
+			failed = append(failed, c.Name)
+		}
+	}
+	if strings.Join(failed, ",") != "count-equals-mirrored" {
+		t.Errorf("failed conditions %v, want count-equals-mirrored", failed)
+	}
+}
