@@ -206,3 +206,29 @@ func TestRepetitions(t *testing.T) {
 		t.Errorf("failed conditions %v, want count-equals-mirrored", failed)
 	}
 }
+
+// Without the dumpers' captures, the orchestrator's merge.pcap (microsecond timestamps, the mirror metadata
+// intact) gives the same analysis.
+func TestMergeOnly(t *testing.T) {
+	_, ref := generate(t, "drops")
+	both, err := Analyze(ref, filepath.Join(ref, FileConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"requester.pcap", "responder.pcap"} {
+		os.Remove(filepath.Join(ref, "0", DirPcap, f))
+	}
+	merged, err := Analyze(ref, filepath.Join(ref, FileConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := merged.Iterations[0].Pcaps; len(p) != 1 || filepath.Base(p[0]) != "merge.pcap" {
+		t.Fatalf("captures %v, want merge.pcap", p)
+	}
+	a, b := both.Iterations[0], merged.Iterations[0]
+	if a.Verdict != b.Verdict || !b.Integrity.OK {
+		t.Fatalf("verdict %s from the dumps, %s from the merge (integrity %v)", a.Verdict, b.Verdict, b.Integrity.OK)
+	}
+	same(t, "retransmissions", b.Retransmissions, a.Retransmissions)
+	same(t, "checks", b.Checks, a.Checks)
+}
