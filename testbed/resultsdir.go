@@ -192,6 +192,17 @@ func (s *Staging) Abort(cause error) error {
 	return fmt.Errorf("%w (partial results kept in %s, marked %s)", cause, s.Dir, FileIncomplete)
 }
 
+// MarkInterrupted records in a staging directory's marker that the run was interrupted (by what), when the
+// directory is still a staging one; it says whether it did.
+func MarkInterrupted(dir, by string) bool {
+	marker := filepath.Join(dir, FileIncomplete)
+	if _, err := os.Stat(marker); err != nil {
+		return false // committed (moved away) or gone
+	}
+	msg := fmt.Sprintf("lumina: this results directory is incomplete: the run was interrupted by %s at %s\n", by, time.Now().UTC().Format(time.RFC3339))
+	return os.WriteFile(marker, []byte(msg), 0o644) == nil
+}
+
 // syncTree fsyncs every file and directory under dir.
 func syncTree(dir string) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

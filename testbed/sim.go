@@ -23,6 +23,9 @@ type Options struct {
 	OutDir string
 	// Progress, if not nil, receives progress lines when a run takes longer than a moment.
 	Progress io.Writer
+	// Staged, if not nil, is told the staging directory the run writes into before anything runs (so that
+	// an interrupted command can mark it: MarkInterrupted).
+	Staged func(dir string)
 }
 
 // Run runs the scenario on its testbed, writes the results directory and analyzes it. The directory is
@@ -37,6 +40,9 @@ func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 		return nil, err
 	}
 	announce(opts.Progress, sc, st.Final)
+	if opts.Staged != nil {
+		opts.Staged(st.Dir)
+	}
 	staged := opts
 	staged.OutDir = st.Dir
 	o, err := runStaged(sc, staged)

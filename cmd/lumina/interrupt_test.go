@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -25,9 +26,10 @@ func TestMain(m *testing.M) {
 }
 
 // luminaProcess starts the lumina command as a child process.
-func luminaProcess(t *testing.T, args ...string) *exec.Cmd {
+func luminaProcess(t *testing.T, stderr io.Writer, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Stderr = stderr
 	cmd.Env = append(os.Environ(), envMain+"="+strings.Join(args, "\x1f"))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -79,11 +81,19 @@ func TestInterruptedRunNeverLooksComplete(t *testing.T) {
 		}
 		delay := time.Duration(rng.Int64N(2*int64(full) + int64(30*time.Millisecond)))
 		sig := []os.Signal{syscall.SIGKILL, os.Interrupt}[rng.IntN(2)]
-		p := luminaProcess(t, "run", sc, "--out", out, "-q")
+		var errOut strings.Builder
+		p := luminaProcess(t, &errOut, "run", sc, "--out", out, "-q")
 		time.Sleep(delay)
 		p.Process.Signal(sig)
 		p.Wait()
 		finished := p.ProcessState.Success()
+		// Ctrl-C (unlike a kill) is caught once the command runs: exit 130 and a message (before that, the
+		// signal's default action ends the process: exit code -1).
+		if code := p.ProcessState.ExitCode(); sig == os.Interrupt && !finished {
+			if (code != 130 && code != -1) || (code == 130 && !strings.Contains(errOut.String(), "lumina: SIGINT (Ctrl-C): stopped")) {
+				t.Errorf("seed %d: SIGINT: exit %d, stderr %q", seed, code, errOut.String())
+			}
+		}
 		if !finished {
 			interrupted++
 		}

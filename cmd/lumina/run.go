@@ -3,8 +3,13 @@ package main
 import (
 	"errors"
 	"io"
+	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -48,7 +53,29 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 			if !quiet {
 				progress = stderr
 			}
-			o, err := testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress})
+			// Ctrl-C or a kill: say where the partial results are and that they are marked, then stop.
+			var staging atomic.Value
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			go func() {
+				sig, ok := <-sigs
+				if !ok {
+					return
+				}
+				name := "SIGTERM"
+				if sig == os.Interrupt {
+					name = "SIGINT (Ctrl-C)"
+				}
+				if d, _ := staging.Load().(string); d != "" && testbed.MarkInterrupted(d, name) {
+					fmt.Fprintf(stderr, "lumina: %s: stopped; the partial results in %s are marked %s (lumina analyze refuses them); %s is unchanged\n",
+						name, d, testbed.FileIncomplete, out)
+				} else {
+					fmt.Fprintf(stderr, "lumina: %s: stopped\n", name)
+				}
+				os.Exit(130)
+			}()
+			o, err := testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress, Staged: func(d string) { staging.Store(d) }})
 			if err != nil {
 				// The test did not run to a verdict (bad input, the environment, the testbed): never a
 				// check failure.
