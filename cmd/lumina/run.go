@@ -2,8 +2,8 @@ package main
 
 import (
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
