@@ -57,7 +57,7 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 			var staging atomic.Value
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sigs)
+			defer func() { signal.Stop(sigs); close(sigs) }() // ends the goroutine below
 			go func() {
 				sig, ok := <-sigs
 				if !ok {
