@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -81,6 +83,12 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 					return fail(code, errors.New(""))
 				}
 				return nil
+			}
+			for _, a := range args {
+				if st, err := os.Stat(a); err == nil && st.IsDir() {
+					return badInput("%s is a directory but neither a results directory of lumina run (no %s) nor one of the reference Lumina (no <i>/%s); give capture files, e.g. %s",
+						a, testbed.FileScenario, refdir.DirPcap, filepath.Join(a, "*.pcap"))
+				}
 			}
 			ord, err := summary.ParseOrder(order)
 			if err != nil {

@@ -393,6 +393,7 @@ func TestAnalyzeBadInput(t *testing.T) {
 		{"port 0", []string{"analyze", "--port", "0", real}, "--port 0: want the RoCEv2 UDP destination port, 1 to 65535"},
 		{"unknown order", []string{"analyze", "--order", "psn", real}, `--order: merge order "psn"`},
 		{"counters not found", []string{"analyze", "--counters", "/nonexistent/counters.json", real}, "--counters: "},
+		{"a directory of nothing known", []string{"analyze", realDir}, "is a directory but neither a results directory of lumina run (no scenario.yaml) nor one of the reference Lumina"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
