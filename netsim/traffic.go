@@ -145,6 +145,10 @@ func (g *trafficGen) pending() string {
 	return fmt.Sprintf("%d of %d messages completed, %d of %d connections unfinished", done, total, open, len(g.conns))
 }
 
+// Validate checks the configuration as Run does before anything is built, so that a caller can reject a bad
+// one before it creates anything.
+func (cfg *Config) Validate() error { return cfg.validate() }
+
 // validate checks the configuration before anything is built.
 func (cfg *Config) validate() error {
 	var errs []string

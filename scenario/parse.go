@@ -655,7 +655,7 @@ func (d *decoder) traffic(v val, t *Traffic, df *deferred) {
 				t.MTU = int(x)
 			}
 		case "message-size":
-			if x, ok := d.intIn(f.v, 1, 1<<31); ok {
+			if x, ok := d.intIn(f.v, 1, 1<<31-1); ok {
 				t.MessageSize = x
 			}
 		case "multi-gid":

@@ -61,3 +61,28 @@ func TestAnnounce(t *testing.T) {
 		t.Fatalf("a small run announced %q", b.String())
 	}
 }
+
+// Every range the scenario validator states ends where the simulator's own configuration check ends: the
+// extreme values it accepts build a simulation configuration the simulator accepts too (and one more is
+// refused by the validator, not by the run).
+func TestValidatorRangesAreTestbedRanges(t *testing.T) {
+	const hosts = "requester: {nic: {type: cx5}}\nresponder: {nic: {type: cx5}}\n"
+	for _, traffic := range []string{
+		"{num-connections: 16384, num-msgs-per-qp: 1048576, message-size: 2147483647, tx-depth: 4096, min-retransmit-timeout: 31, max-retransmit-retry: 7, rnr-retry: 7, dscp-list: [0, 63], mtu: 4096}",
+		"{num-connections: 1, num-msgs-per-qp: 1, message-size: 1, tx-depth: 1, min-retransmit-timeout: 0, max-retransmit-retry: 0, rnr-retry: 0, mtu: 256}",
+		"{num-connections: \"16383,1\", rdma-verb: send_read}",
+	} {
+		sc, err := scenario.Parse([]byte(hosts+"traffic: "+traffic+"\nnetwork: {link-gbps: 100000, propagation-ns: 0, switch-latency-ns: 0, dumpers: 16}\n"), "x.yaml")
+		if err != nil {
+			t.Fatalf("%s: %v", traffic, err)
+		}
+		if err := preflight(sc); err != nil {
+			t.Errorf("%s: the validator accepts it, the testbed refuses it: %v", traffic, err)
+		}
+	}
+	for _, bad := range []string{"{message-size: 2147483648}", "{num-msgs-per-qp: 1048577}", "{num-connections: 16385}", "{tx-depth: 4097}"} {
+		if _, err := scenario.Parse([]byte(hosts+"traffic: "+bad+"\n"), "x.yaml"); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("%s: %v, want the validator's out-of-range error", bad, err)
+		}
+	}
+}

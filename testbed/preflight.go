@@ -10,6 +10,15 @@ const netnsMaxDumpers = 16
 // preflight rejects, before anything is created or run, the values the scenario validator accepts but the
 // chosen testbed cannot honour: each such value is bad input (exit status 2), never a failed run.
 func preflight(sc *scenario.Scenario) error {
+	if sc.Workload == nil && (sc.Testbed == "" || sc.Testbed == "sim" || sc.Testbed == "netns") {
+		cfg, err := netsimConfig(sc)
+		if err != nil {
+			return err
+		}
+		if err := cfg.Validate(); err != nil {
+			return badInputf("%s: %w", sc.Path, err)
+		}
+	}
 	switch sc.Testbed {
 	case "netns":
 		if n := max(len(sc.Network.DumperWeights), sc.Network.Dumpers); n > netnsMaxDumpers {
