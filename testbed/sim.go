@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
@@ -196,6 +197,14 @@ type rawResults struct {
 	annotate func(seq uint64) (conn, iter int, ok bool)
 }
 
+// dumpWrites is held while a dumper writes to its file.
+var dumpWrites sync.Mutex
+
+// Quiesce waits until no dump write is in progress and keeps new ones from starting: a command about to exit
+// on a signal calls it first, so that the dumps it leaves end at packet boundaries (a SIGKILL can still cut a
+// write short; readers take a capture up to its last whole packet).
+func Quiesce() { dumpWrites.Lock() }
+
 // dumper writes one dumper's mirrored frames as a nanosecond pcap, undoing the RSS port rewrite as Lumina's
 // dumper does before it writes.
 type dumper struct {
@@ -309,8 +318,12 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		n := min(len(dp.buf), snap)
 		if dp.w.Available() < 16+n {
-			// Write whole records only: a run killed at any moment leaves dumps cut at packet boundaries.
-			if dp.err = dp.w.Flush(); dp.err != nil {
+			// Write whole records only, and never while the process stops on a signal (Quiesce): an
+			// interrupted run leaves dumps cut at packet boundaries.
+			dumpWrites.Lock()
+			dp.err = dp.w.Flush()
+			dumpWrites.Unlock()
+			if dp.err != nil {
 				return
 			}
 		}
@@ -331,7 +344,9 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	}
 	for i, dp := range dumps {
 		if dp.err == nil {
+			dumpWrites.Lock()
 			dp.err = dp.w.Close()
+			dumpWrites.Unlock()
 		}
 		if dp.err != nil {
 			return nil, fmt.Errorf("writing dumper %d: %w", i, dp.err)

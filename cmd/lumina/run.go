@@ -67,6 +67,7 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 				if sig == os.Interrupt {
 					name = "SIGINT (Ctrl-C)"
 				}
+				testbed.Quiesce()
 				if d, _ := staging.Load().(string); d != "" && testbed.MarkInterrupted(d, name) {
 					fmt.Fprintf(stderr, "lumina: %s: stopped; the partial results in %s are marked %s (lumina analyze refuses them); %s is unchanged\n",
 						name, d, testbed.FileIncomplete, out)
