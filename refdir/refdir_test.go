@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 // cases are reference-format configurations under testdata/cases: each is run on the simulator, turned into a
 // reference results directory by FromResults, and analyzed from there.
-var cases = []string{"plain", "drops", "tswrap", "psnwrap", "read"}
+var cases = []string{"plain", "drops", "tswrap", "psnwrap", "read", "sendread"}
 
 // generate runs a case and writes its reference results directory; it returns our results and the reference
 // directory.

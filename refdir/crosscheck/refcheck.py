@@ -46,22 +46,27 @@ n = math.ceil(t['message-size'] / t['mtu']) * t['num-msgs-per-qp']
 if verb == 'read':
     g = ReadGBNCheck(packet_list=pkts, qp_info_list=qps, num_msgs_per_qp=t['num-msgs-per-qp'], msg_size=t['message-size'], mtu=t['mtu'])
     out['gbn'] = g.check_all_qps(); out['gbn_counters'] = g.check_counters(sender_counter=rsp, receiver_counter=req)
+elif verb == 'send_read':  # as the reference's test_gbn splits it: SEND QPs first
+    ns = int(str(t['num-qps']).split(',')[0])
+    gs = GBNCheck(packet_list=pkts, qp_info_list=qps[:ns], num_data_pkts=n)
+    gr = ReadGBNCheck(packet_list=pkts, qp_info_list=qps[ns:], num_msgs_per_qp=t['num-msgs-per-qp'], msg_size=t['message-size'], mtu=t['mtu'])
+    out['gbn'] = gs.check_all_qps() and gr.check_all_qps()
+    out['gbn_counters'] = gs.check_counters(sender_counter=req, receiver_counter=rsp) and gr.check_counters(sender_counter=rsp, receiver_counter=req)
 else:
     g = GBNCheck(packet_list=pkts, qp_info_list=qps, num_data_pkts=n)
     out['gbn'] = g.check_all_qps(); out['gbn_counters'] = g.check_counters(sender_counter=req, receiver_counter=rsp)
 us = lambda x: None if x is None else round(x * 1e6, 3)
 lost = []
 for q in range(len(qps)):
-    lm = LatencyMeasure(packet_list=pkts, qp_info_list=[qps[q]], is_read=(verb == 'read'))
+    is_read = verb == 'read' or (verb == 'send_read' and q >= int(str(t['num-qps']).split(',')[0]))
+    lm = LatencyMeasure(packet_list=pkts, qp_info_list=[qps[q]], is_read=is_read)
     for p in lm.get_undelivered_pkts(0):
         nack = lm.get_nack(p)
         r = {'qp': q, 'psn_abs': p.get_roce_pkt_seq(), 'retx_us': us(lm.get_retransmit_latency(p)), 'nack': nack is not None}
         if nack is not None:
             r['next_delivered_us'] = us(lm.get_qp_next_delivered_pkt_latency(p))
-            r['nack_gen_us'] = us(lm.get_nack_gen_latency(p)) if verb != 'read' or nack.get_trigger() != 2 else None
+            r['nack_gen_us'] = us(lm.get_nack_gen_latency(p))
             r['nack_resp_us'] = us(lm.get_nack_resp_latency(p))
         lost.append(r)
 out['undelivered'] = lost
 print(json.dumps(out))
-if verb == 'read':
-    print(json.dumps({'ref_timeouts': g.get_total_num_timeouts(), 'ref_oos': g.get_total_num_oos_data_pkts()}), file=sys.stderr)
