@@ -101,7 +101,7 @@ type hostCounts struct {
 type pktInfo struct {
 	idx       int
 	t         int64
-	ev        trace.EventType
+	ev        roce.EventType
 	delivered bool
 	ce        bool
 }
@@ -213,7 +213,7 @@ func (a *analyzer) role(ip netip.Addr) int {
 }
 
 // metadata returns the packet's event and time according to the metadata mode.
-func (a *analyzer) metadata(p *trace.Packet) (trace.EventType, int64) {
+func (a *analyzer) metadata(p *trace.Packet) (roce.EventType, int64) {
 	if !a.decided {
 		a.decided = true
 		switch {
@@ -227,32 +227,32 @@ func (a *analyzer) metadata(p *trace.Packet) (trace.EventType, int64) {
 	}
 	switch a.meta {
 	case MetaMirror:
-		if m, ok := trace.DecodeMirror(p.Data); ok {
+		if m, ok := roce.DecodeMirror(p.Data); ok {
 			return m.Event, a.clock.Extend(m.TimestampNs)
 		}
 	case MetaComment:
 		return commentEvent(p.Comment), p.Timestamp
 	}
-	return trace.EventNone, p.Timestamp
+	return roce.EventNone, p.Timestamp
 }
 
 // commentEvent finds "event=NAME" in a pcapng comment of space-, comma- or semicolon-separated key=value pairs.
-func commentEvent(c string) trace.EventType {
+func commentEvent(c string) roce.EventType {
 	i := strings.Index(c, "event=")
 	if i < 0 {
-		return trace.EventNone
+		return roce.EventNone
 	}
 	v := c[i+len("event="):]
 	if j := strings.IndexAny(v, " ,;\n\t"); j >= 0 {
 		v = v[:j]
 	}
-	if ev, ok := trace.ParseEventType(v); ok {
+	if ev, ok := roce.ParseEventType(v); ok {
 		return ev
 	}
 	if n, err := strconv.Atoi(v); err == nil && n >= 0 && n < 256 {
-		return trace.EventType(n)
+		return roce.EventType(n)
 	}
-	return trace.EventNone
+	return roce.EventNone
 }
 
 func (a *analyzer) packet(tp *trace.Packet) {
@@ -286,18 +286,18 @@ func (a *analyzer) packet(tp *trace.Packet) {
 	}
 	a.res.RoCEPackets++
 	ev, t := a.metadata(tp)
-	if ev == trace.EventDelay || ev == trace.EventReorder || ev == trace.EventDuplicate {
+	if ev == roce.EventDelay || ev == roce.EventReorder || ev == roce.EventDuplicate {
 		if a.moved == nil {
 			a.moved = map[flowKey]int{}
 		}
 		a.moved[flowKey{p.DstIP, p.BTH.DestQP}]++
 		a.movedTotal++
 	}
-	pi := pktInfo{idx: tp.Index, t: t, ev: ev, delivered: ev != trace.EventDrop && ev != trace.EventCorrupt,
-		ce: p.ECN() == 3 || ev == trace.EventECN}
+	pi := pktInfo{idx: tp.Index, t: t, ev: ev, delivered: ev != roce.EventDrop && ev != roce.EventCorrupt,
+		ce: p.ECN() == 3 || ev == roce.EventECN}
 	op := p.BTH.Opcode
 	if rr := a.role(p.DstIP); rr != roleUnknown {
-		if ev == trace.EventCorrupt {
+		if ev == roce.EventCorrupt {
 			a.hosts[rr].corruptRecv++
 		}
 		if pi.delivered && pi.ce && op.CarriesPayload() {

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/roce"
-	"github.com/lumina-go/lumina/trace"
 )
 
 // benchTrace builds ~200k packets on 8 connections: 10-packet WRITE messages, one drop per message recovered
@@ -20,9 +19,9 @@ func benchTrace(tb testing.TB) []frame {
 		for _, c := range conns {
 			base := m * 10
 			for i := 0; i < 10; i++ {
-				ev := trace.EventNone
+				ev := roce.EventNone
 				if i == 4 {
-					ev = trace.EventDrop
+					ev = roce.EventDrop
 				}
 				b.data(c, base+i, writeOp(i, 10), ev, tm)
 				tm += 0.1

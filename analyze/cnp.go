@@ -323,7 +323,15 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 	if g := c.minGap(gapScope); g >= 0 {
 		res.MinIntervalUs = fptr(us(g))
 	}
-	// What the configured limiter predicts, per connection's notification point.
+	c.expected(a, &res)
+	c.listTriggers(a, &res, preds)
+	res.TriggersOmitted = c.nTrigs - len(res.Triggers)
+	return res
+}
+
+// expected adds what the configured limiter predicts, per connection's notification point, and checks the
+// observed CNPs against it.
+func (c *cnpState) expected(a *analyzer, res *CNPResult) {
 	exp, haveExp := 0, false
 	due := make([]bool, len(c.trigs))
 	for i, tr := range c.trigs {
@@ -348,6 +356,10 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 		}
 		a.cnpChecks(missed, extra)
 	}
+}
+
+// listTriggers lists the first maxTriggersListed triggers with what each hypothesis predicted for them.
+func (c *cnpState) listTriggers(a *analyzer, res *CNPResult, preds map[string][]bool) {
 	for i, tr := range c.trigs {
 		if i == maxTriggersListed {
 			break
@@ -363,8 +375,6 @@ func (c *cnpState) result(a *analyzer) CNPResult {
 		res.Triggers = append(res.Triggers, CNPTrigger{Packet: tr.idx, QP: a.conns[tr.conn].qp(), Kind: kind,
 			TimeUs: us(tr.t), Answered: tr.answered, Due: d})
 	}
-	res.TriggersOmitted = c.nTrigs - len(res.Triggers)
-	return res
 }
 
 // configuredInterval is the NICs' configured CNP interval (when an interval or a scope is configured); -1 if

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/roce"
-	"github.com/lumina-go/lumina/trace"
 )
 
 // Seed 001 §6.4 setting: three requesters (three IPs) write to one responder; a fourth QP shares the first
@@ -27,7 +26,7 @@ func cnpRun(t *testing.T, conns []tconn, marks []mark, nic NICInfo) *Analysis {
 	b := &builder{t: t}
 	next := map[uint32]int{}
 	for _, m := range marks {
-		b.data(m.c, next[m.c.respQPN], roce.RCWriteMiddle, trace.EventECN, m.t)
+		b.data(m.c, next[m.c.respQPN], roce.RCWriteMiddle, roce.EventECN, m.t)
 		next[m.c.respQPN]++
 		if m.answer {
 			b.cnpTo(m.c, true, m.t+1)
@@ -100,7 +99,7 @@ func TestCNPTable3PortScope(t *testing.T) {
 
 func TestCNPTriggeredByNAK(t *testing.T) {
 	b := &builder{t: t}
-	b.data(wc, 0, roce.RCWriteFirst, trace.EventDrop, 0)
+	b.data(wc, 0, roce.RCWriteFirst, roce.EventDrop, 0)
 	b.data(wc, 1, roce.RCWriteLast, 0, 1)
 	b.nak(wc, 0, 2)
 	b.cnpTo(wc, true, 2.5) // no CE mark before it: the NAK triggered it (cx5/cx6dx)
@@ -123,7 +122,7 @@ func TestCNPJustBeforeNAK(t *testing.T) {
 		nakCNPs, unsolic int
 	}{{1.6, 1, 0}, {1.9, 1, 0}} {
 		b := &builder{t: t}
-		b.data(wc, 0, roce.RCWriteFirst, trace.EventDrop, 0)
+		b.data(wc, 0, roce.RCWriteFirst, roce.EventDrop, 0)
 		b.data(wc, 1, roce.RCWriteLast, 0, 1)
 		b.cnpTo(wc, true, c.cnpAt)
 		b.nak(wc, 0, 2)
@@ -137,7 +136,7 @@ func TestCNPJustBeforeNAK(t *testing.T) {
 	}
 	b := &builder{t: t}
 	b.cnpTo(wc, true, 0) // 100 us before anything happens: unsolicited
-	b.data(wc, 0, roce.RCWriteFirst, trace.EventDrop, 100)
+	b.data(wc, 0, roce.RCWriteFirst, roce.EventDrop, 100)
 	b.data(wc, 1, roce.RCWriteLast, 0, 101)
 	b.nak(wc, 0, 102)
 	b.data(wc, 0, roce.RCWriteFirst, 0, 106)

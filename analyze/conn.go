@@ -27,7 +27,7 @@ type connState struct {
 	mtuSeen                           int
 
 	iter    int
-	prevRel int64
+	prevPSN roce.PSN
 	hasPrev bool
 
 	// Per-PSN state, indexed by rel, for the PSNs that can still be referenced (window.go).
@@ -129,15 +129,16 @@ func (cs *connState) plausibleResponse(p roce.PSN) bool {
 	return r >= -1 && r < cs.gbn.sndNxt
 }
 
-// stepIter applies the contract's ITER rule: the round goes up each time a data packet's PSN is not larger
-// than the previous one's.
+// stepIter applies the contract's ITER rule (roce.NextIter) to the data packet at rel r; the first one is in
+// round 1.
 func (cs *connState) stepIter(r int64) {
+	psn := roce.PSN(cs.abs(r))
 	if !cs.hasPrev {
 		cs.iter, cs.hasPrev = 1, true
-	} else if r <= cs.prevRel {
-		cs.iter++
+	} else {
+		cs.iter = roce.NextIter(cs.iter, cs.prevPSN, psn)
 	}
-	cs.prevRel = r
+	cs.prevPSN = psn
 }
 
 // assignMsg assigns message numbers on a PSN's first transmission: from PacketsPerMsg when known, else from

@@ -31,7 +31,7 @@ type expectation struct {
 // requester counts re-issues on a gap (implied_nak_seq_err) and timeouts; a READ responder counts re-issued
 // requests as duplicate_request; every receiver counts corrupted packets (rx_icrc_encapsulated), CE-marked
 // packets (np_ecn_marked_roce_packets) and its CNPs (np_cnp_sent). Intel (irdma): cnpSent, RxECNMrkd,
-// cnpHandled only.
+// cnpHandled only. Soft-RoCE (rxe): rcvd_seq_err, out_of_seq_request and duplicate_request.
 func (a *analyzer) counterExpectations(role int, vendor string) []expectation {
 	var seqErr, timeouts, oos, dup, implied int64
 	for _, cs := range a.conns {
@@ -74,6 +74,19 @@ func (a *analyzer) counterExpectations(role int, vendor string) []expectation {
 	if !rp.RPEnabled {
 		handled, ignored = 0, h.cnpRecv
 		handledWhy, ignoredWhy = "none: the reaction point is off", "CNPs delivered to this host (its DCQCN reaction point is off)"
+	}
+	if vendor == "rxe" {
+		// Soft-RoCE (rxe_hw_counters.c): rcvd_seq_err counts the sequence-error NAKs the requester acted on
+		// (rxe_comp.c check_ack), out_of_seq_request one per gap (rxe_resp.c check_psn: one NAK per gap) and
+		// duplicate_request every duplicate request, re-issued READs included. It has no CNP, ECN or ICRC
+		// counter, and completer_retry_err mixes NAK and timeout retries.
+		if role == roleRequester {
+			return []expectation{{"rcvd_seq_err", seqErr, "NAKs this requester acted on (go-back-N rounds)", false}}
+		}
+		return []expectation{
+			{"out_of_seq_request", oos, "sequence errors (NAKs owed) at this responder", true},
+			{"duplicate_request", dup, "duplicate requests delivered to this responder", true},
+		}
 	}
 	if vendor == "intel" {
 		return []expectation{

@@ -4,19 +4,18 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/roce"
-	"github.com/lumina-go/lumina/trace"
 )
 
 // counterTrace: a corrupted packet recovered by NAK, then a CE-marked packet answered by a CNP.
 func counterTrace(t *testing.T) *builder {
 	b := &builder{t: t}
 	b.data(wc, 0, roce.RCWriteFirst, 0, 0)
-	b.data(wc, 1, roce.RCWriteMiddle, trace.EventCorrupt, 1)
+	b.data(wc, 1, roce.RCWriteMiddle, roce.EventCorrupt, 1)
 	b.data(wc, 2, roce.RCWriteMiddle, 0, 2)
 	b.nak(wc, 1, 3)
 	b.data(wc, 1, roce.RCWriteMiddle, 0, 6)
 	b.data(wc, 2, roce.RCWriteMiddle, 0, 7)
-	b.data(wc, 3, roce.RCWriteLast, trace.EventECN, 8)
+	b.data(wc, 3, roce.RCWriteLast, roce.EventECN, 8)
 	b.cnpTo(wc, true, 9)
 	b.ack(wc, 3, 10)
 	return b
@@ -149,8 +148,8 @@ func TestNoisyNeighbor(t *testing.T) {
 	}{{0.25, true}, {2.5, false}} {
 		b := &builder{t: t}
 		c2 := mkConn("10.0.0.4", "10.0.0.3", 0x12, 0x23, 7000)
-		b.data(wc, 0, roce.RCWriteOnly, trace.EventDrop, 0) // the victim
-		b.data(c2, 0, roce.RCWriteOnly, 0, 1)               // innocent: 5 us message
+		b.data(wc, 0, roce.RCWriteOnly, roce.EventDrop, 0) // the victim
+		b.data(c2, 0, roce.RCWriteOnly, 0, 1)              // innocent: 5 us message
 		b.data(wc, 0, roce.RCWriteOnly, 0, 4)
 		b.ack(c2, 0, 6)
 		b.ack(wc, 0, 7)
@@ -175,7 +174,7 @@ func TestETSWorkConservation(t *testing.T) {
 	}{{50, false}, {80, true}} {
 		b := &builder{t: t}
 		c2 := mkConn("10.0.0.4", "10.0.0.3", 0x12, 0x23, 7000)
-		b.data(wc, 0, roce.RCWriteOnly, trace.EventECN, 0)
+		b.data(wc, 0, roce.RCWriteOnly, roce.EventECN, 0)
 		b.data(c2, 0, roce.RCWriteOnly, 0, 1)
 		opts := Options{IndexBase: 1, LinkGbps: 100, Conns: []Conn{wc.conn(0, VerbWrite, 1, 1, 1024), c2.conn(1, VerbWrite, 1, 1, 1024)},
 			Traffic: []TrafficIn{{Conn: 0, GoodputGbps: 20, Class: 0, MCTUs: []float64{3}}, {Conn: 1, GoodputGbps: tc.other, Class: 1}}}

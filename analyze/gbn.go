@@ -37,11 +37,10 @@ type gbnState struct {
 	lateRel     int64
 	lateOOS     int64
 	lateIdx     int
-	lastAck     int64 // highest PSN acknowledged (explicitly, or implicitly by a NAK)
-	anyAck      bool
-	dupPend     bool
-	dupRel      int64
-	dupIdx      int
+	ackOrder
+	dupPend bool
+	dupRel  int64
+	dupIdx  int
 
 	// Counts for the counter check.
 	nakRounds, timeoutRounds, naksSent, naksDelivered, dups, episodes int
@@ -144,27 +143,9 @@ func missingNAK(cs *connState, idx int, oos, expected int64) {
 		cs.abs(oos), cs.abs(expected), cs.abs(expected))
 }
 
-// ackOrder checks that acknowledgements never go backwards; r is the PSN covered (a NAK covers the one before
-// its own PSN), kind and psn name the packet in the message.
-func (g *gbnState) ackOrder(cs *connState, r int64, pi pktInfo, kind string, psn int64) {
-	if g.anyAck && r < g.lastAck {
-		cs.violate(gbn, pi.idx, "%s for PSN %d goes backwards: the previous ACK covered PSN %d", kind, cs.abs(psn), cs.abs(g.lastAck))
-	}
-	if r > g.lastAck {
-		g.lastAck = r
-	}
-	g.anyAck = true
-	g.dupPend = false
-}
-
 func (g *gbnState) onAckSeen(cs *connState, r int64, pi pktInfo) {
-	// A plain capture's order across directions is not the wire's (a host records its own transmissions
-	// late), and it may miss packets: only a switch trace can prove an ACK ran ahead of the data.
-	if r >= g.ePSN && cs.a.meta != MetaNone {
-		cs.violate(gbn, pi.idx, "ACK for PSN %d but the responder had received in order only up to PSN %d",
-			cs.abs(r), cs.abs(g.ePSN-1))
-	}
-	g.ackOrder(cs, r, pi, "ACK", r)
+	g.onAck(cs, gbn, "responder", g.ePSN, r, pi)
+	g.dupPend = false
 }
 
 func (g *gbnState) onNAKSeen(cs *connState, r int64, pi pktInfo, hasSACK bool) {
@@ -197,7 +178,8 @@ func (g *gbnState) onNAKSeen(cs *connState, r int64, pi pktInfo, hasSACK bool) {
 		cs.violate(gbn, pi.idx, "NAK for PSN %d without a sequence error: every packet up to PSN %d arrived in order",
 			cs.abs(r), cs.abs(g.ePSN-1))
 	}
-	g.ackOrder(cs, r-1, pi, "NAK", r)
+	g.cover(cs, gbn, r-1, pi, "NAK", r)
+	g.dupPend = false
 }
 
 // nicLoss rewinds the receiver to PSN r: the packets from there on were lost inside the receiving NIC.

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/roce"
-	"github.com/lumina-go/lumina/trace"
 )
 
 var wc = mkConn("10.0.0.2", "10.0.0.3", 0x11, 0x22, 1001)
@@ -14,7 +13,7 @@ func gbnOpts(ppm, msgs int) Options {
 }
 
 // sendMsg sends packets [from, to) of a 4-packet message m (0-based) starting at tUs, 1 us apart.
-func (b *builder) sendRange(c tconn, from, to, ppm int, ev map[int]trace.EventType, tUs float64) float64 {
+func (b *builder) sendRange(c tconn, from, to, ppm int, ev map[int]roce.EventType, tUs float64) float64 {
 	for r := from; r < to; r++ {
 		b.data(c, r, writeOp(r%ppm, ppm), ev[r], tUs)
 		tUs++
@@ -47,7 +46,7 @@ func TestGBNDropNAKRecoveryAndLatency(t *testing.T) {
 	b := &builder{t: t}
 	b.data(wc, 0, roce.RCWriteFirst, 0, 0)
 	b.data(wc, 1, roce.RCWriteMiddle, 0, 1)
-	lost := b.data(wc, 2, roce.RCWriteMiddle, trace.EventDrop, 2)
+	lost := b.data(wc, 2, roce.RCWriteMiddle, roce.EventDrop, 2)
 	b.data(wc, 3, roce.RCWriteLast, 0, 3) // first out-of-order arrival at 3 us
 	b.nak(wc, 2, 4.5)                     // NACK generation 1.5 us
 	retx := b.data(wc, 2, roce.RCWriteMiddle, 0, 8.5)
@@ -82,7 +81,7 @@ func TestGBNFaults(t *testing.T) {
 	}{
 		{"two NAKs for one gap", func(b *builder) {
 			b.sendRange(wc, 0, 2, 4, nil, 0)
-			b.data(wc, 2, roce.RCWriteMiddle, trace.EventDrop, 2)
+			b.data(wc, 2, roce.RCWriteMiddle, roce.EventDrop, 2)
 			b.data(wc, 3, roce.RCWriteLast, 0, 3)
 			b.nak(wc, 2, 4)
 			b.nak(wc, 2, 5) // packet 5
@@ -92,7 +91,7 @@ func TestGBNFaults(t *testing.T) {
 		}, []Violation{{5, "second NAK for the same sequence error (expected PSN 1003, first NAK at packet 4)"}}},
 		{"NAK carries the wrong PSN", func(b *builder) {
 			b.sendRange(wc, 0, 2, 4, nil, 0)
-			b.data(wc, 2, roce.RCWriteMiddle, trace.EventDrop, 2)
+			b.data(wc, 2, roce.RCWriteMiddle, roce.EventDrop, 2)
 			b.data(wc, 3, roce.RCWriteLast, 0, 3)
 			b.nak(wc, 3, 4) // packet 4
 			b.data(wc, 3, roce.RCWriteLast, 0, 8)
@@ -105,7 +104,7 @@ func TestGBNFaults(t *testing.T) {
 		}},
 		{"retransmission from the wrong PSN", func(b *builder) {
 			b.sendRange(wc, 0, 2, 4, nil, 0)
-			b.data(wc, 2, roce.RCWriteMiddle, trace.EventDrop, 2)
+			b.data(wc, 2, roce.RCWriteMiddle, roce.EventDrop, 2)
 			b.data(wc, 3, roce.RCWriteLast, 0, 3)
 			b.nak(wc, 2, 4)
 			b.data(wc, 1, roce.RCWriteMiddle, 0, 8) // packet 5: goes back too far
@@ -116,7 +115,7 @@ func TestGBNFaults(t *testing.T) {
 		{"missing NAK", func(b *builder) {
 			b.sendRange(wc, 0, 2, 4, nil, 0)
 			b.ack(wc, 1, 1.5)
-			b.data(wc, 2, roce.RCWriteMiddle, trace.EventDrop, 2)
+			b.data(wc, 2, roce.RCWriteMiddle, roce.EventDrop, 2)
 			b.data(wc, 3, roce.RCWriteLast, 0, 3) // packet 4: out of order, never NAKed
 			b.data(wc, 2, roce.RCWriteMiddle, 0, 500)
 			b.data(wc, 3, roce.RCWriteLast, 0, 501)
@@ -124,7 +123,7 @@ func TestGBNFaults(t *testing.T) {
 		}, []Violation{{4, "missing NAK: PSN 1004 arrived while PSN 1003 was expected; the responder must send one NAK carrying PSN 1003"}}},
 		{"selective retransmission is not go-back-N", func(b *builder) {
 			b.sendRange(wc, 0, 2, 4, nil, 0)
-			b.data(wc, 2, roce.RCWriteMiddle, trace.EventDrop, 2)
+			b.data(wc, 2, roce.RCWriteMiddle, roce.EventDrop, 2)
 			b.data(wc, 3, roce.RCWriteLast, 0, 3)
 			b.nak(wc, 2, 4)
 			b.data(wc, 2, roce.RCWriteMiddle, 0, 8) // PSN 1004 is never resent
@@ -166,11 +165,11 @@ func TestGBNFaults(t *testing.T) {
 func TestGBNTimeoutSequence(t *testing.T) {
 	b := &builder{t: t}
 	b.sendRange(wc, 0, 3, 4, nil, 0)
-	b.data(wc, 3, roce.RCWriteLast, trace.EventDrop, 3)
+	b.data(wc, 3, roce.RCWriteLast, roce.EventDrop, 3)
 	b.ack(wc, 2, 4)
-	b.data(wc, 3, roce.RCWriteLast, trace.EventDrop, 1003) // +1000 us
-	b.data(wc, 3, roce.RCWriteLast, trace.EventDrop, 3003) // +2000 us
-	b.data(wc, 3, roce.RCWriteLast, 0, 7003)               // +4000 us
+	b.data(wc, 3, roce.RCWriteLast, roce.EventDrop, 1003) // +1000 us
+	b.data(wc, 3, roce.RCWriteLast, roce.EventDrop, 3003) // +2000 us
+	b.data(wc, 3, roce.RCWriteLast, 0, 7003)              // +4000 us
 	b.ack(wc, 3, 7004)
 	res := b.run(gbnOpts(4, 1))
 	wantOK(t, check(t, res, "gbn", 1))
@@ -226,7 +225,7 @@ func TestGBNPSNWrap(t *testing.T) {
 	b := &builder{t: t}
 	b.data(c, 0, roce.RCWriteFirst, 0, 0)
 	b.data(c, 1, roce.RCWriteMiddle, 0, 1)
-	b.data(c, 2, roce.RCWriteMiddle, trace.EventDrop, 2) // PSN 0
+	b.data(c, 2, roce.RCWriteMiddle, roce.EventDrop, 2) // PSN 0
 	b.data(c, 3, roce.RCWriteLast, 0, 3)
 	b.nak(c, 2, 4)
 	b.data(c, 2, roce.RCWriteMiddle, 0, 8)
@@ -245,9 +244,9 @@ func TestStoppedOnErrorIsNotIncomplete(t *testing.T) {
 	build := func() *builder {
 		b := &builder{t: t}
 		b.data(wc, 0, roce.RCWriteFirst, 0, 0)
-		b.data(wc, 1, roce.RCWriteLast, trace.EventDrop, 1)
+		b.data(wc, 1, roce.RCWriteLast, roce.EventDrop, 1)
 		b.ack(wc, 0, 2)
-		b.data(wc, 1, roce.RCWriteLast, trace.EventDrop, 1000)
+		b.data(wc, 1, roce.RCWriteLast, roce.EventDrop, 1000)
 		return b
 	}
 	for _, c := range []struct {

@@ -61,7 +61,7 @@ type builder struct {
 // us converts microseconds to nanoseconds.
 func tus(v float64) int64 { return int64(v * 1000) }
 
-func (b *builder) emit(p *roce.Packet, ev trace.EventType, tUs float64) int {
+func (b *builder) emit(p *roce.Packet, ev roce.EventType, tUs float64) int {
 	b.t.Helper()
 	p.Version = roce.RoCEv2
 	if p.TTL == 0 {
@@ -70,7 +70,7 @@ func (b *builder) emit(p *roce.Packet, ev trace.EventType, tUs float64) int {
 	if p.TOS == 0 {
 		p.TOS = 2 // ECT(0)
 	}
-	if ev == trace.EventECN {
+	if ev == roce.EventECN {
 		p.TOS |= 3
 	}
 	data, err := p.AppendTo(nil)
@@ -78,7 +78,7 @@ func (b *builder) emit(p *roce.Packet, ev trace.EventType, tUs float64) int {
 		b.t.Fatalf("encoding frame %d: %v", len(b.frames), err)
 	}
 	if !b.plain {
-		if err := trace.EncodeMirror(data, trace.Mirror{Event: ev, Seq: uint64(len(b.frames) + 1),
+		if err := roce.EncodeMirror(data, roce.Mirror{Event: ev, Seq: uint64(len(b.frames) + 1),
 			TimestampNs: uint64(tus(tUs))}); err != nil {
 			b.t.Fatalf("mirror metadata: %v", err)
 		}
@@ -88,7 +88,7 @@ func (b *builder) emit(p *roce.Packet, ev trace.EventType, tUs float64) int {
 }
 
 // data sends request packet rel (from the initial PSN) of a write/send connection.
-func (b *builder) data(c tconn, rel int, op roce.Opcode, ev trace.EventType, tUs float64) int {
+func (b *builder) data(c tconn, rel int, op roce.Opcode, ev roce.EventType, tUs float64) int {
 	p := roce.Packet{SrcIP: c.reqIP, DstIP: c.respIP, PayloadLen: 1024}
 	p.BTH = roce.BTH{Opcode: op, DestQP: c.respQPN, PSN: c.ipsn.Add(rel), AckReq: op.IsLast()}
 	return b.emit(&p, ev, tUs)
@@ -107,7 +107,7 @@ func writeOp(i, n int) roce.Opcode {
 	return roce.RCWriteMiddle
 }
 
-func (b *builder) ackLike(c tconn, rel int, syn uint8, ev trace.EventType, tUs float64, payload []byte) int {
+func (b *builder) ackLike(c tconn, rel int, syn uint8, ev roce.EventType, tUs float64, payload []byte) int {
 	p := roce.Packet{SrcIP: c.respIP, DstIP: c.reqIP, Payload: payload}
 	p.BTH = roce.BTH{Opcode: roce.RCAcknowledge, DestQP: c.reqQPN, PSN: c.ipsn.Add(rel)}
 	p.AETH = roce.AETH{Syndrome: syn}
@@ -138,14 +138,14 @@ func (b *builder) cnpTo(c tconn, toReq bool, tUs float64) int {
 	return b.emit(&p, 0, tUs)
 }
 
-func (b *builder) readReq(c tconn, rel, length int, ev trace.EventType, tUs float64) int {
+func (b *builder) readReq(c tconn, rel, length int, ev roce.EventType, tUs float64) int {
 	p := roce.Packet{SrcIP: c.reqIP, DstIP: c.respIP}
 	p.BTH = roce.BTH{Opcode: roce.RCReadRequest, DestQP: c.respQPN, PSN: c.ipsn.Add(rel), AckReq: true}
 	p.RETH = roce.RETH{DMALen: uint32(length)}
 	return b.emit(&p, ev, tUs)
 }
 
-func (b *builder) readResp(c tconn, rel int, op roce.Opcode, ev trace.EventType, tUs float64) int {
+func (b *builder) readResp(c tconn, rel int, op roce.Opcode, ev roce.EventType, tUs float64) int {
 	p := roce.Packet{SrcIP: c.respIP, DstIP: c.reqIP, PayloadLen: 1024}
 	p.BTH = roce.BTH{Opcode: op, DestQP: c.reqQPN, PSN: c.ipsn.Add(rel)}
 	p.AETH = roce.AETH{Syndrome: roce.SyndromeACKUnlimited}

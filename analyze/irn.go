@@ -20,8 +20,7 @@ type irnState struct {
 	ePSN     int64
 	pend     []irnPend // out-of-order arrivals still owed a NAK, in arrival order
 	pendHead int
-	lastAck  int64
-	anyAck   bool
+	ackOrder
 
 	recoveries, timeoutRounds, naksSent, dups int
 }
@@ -126,29 +125,13 @@ func (s *irnState) onRecv(cs *connState, r int64, pi pktInfo) {
 	}
 }
 
-func (s *irnState) ackOrder(cs *connState, r int64, pi pktInfo, kind string, psn int64) {
-	if s.anyAck && r < s.lastAck {
-		cs.violate(irn, pi.idx, "%s for PSN %d goes backwards: the previous ACK covered PSN %d", kind, cs.abs(psn), cs.abs(s.lastAck))
-	}
-	if r > s.lastAck {
-		s.lastAck = r
-	}
-	s.anyAck = true
-}
-
 func (s *irnState) onAckSeen(cs *connState, r int64, pi pktInfo) {
-	// A plain capture's order across directions is not the wire's (a host records its own transmissions
-	// late), and it may miss packets: only a switch trace can prove an ACK ran ahead of the data.
-	if r >= s.ePSN && cs.a.meta != MetaNone {
-		cs.violate(irn, pi.idx, "ACK for PSN %d but the receiver had received in order only up to PSN %d",
-			cs.abs(r), cs.abs(s.ePSN-1))
-	}
-	s.ackOrder(cs, r, pi, "ACK", r)
+	s.onAck(cs, irn, "receiver", s.ePSN, r, pi)
 }
 
 func (s *irnState) onNAKSeen(cs *connState, r, sr int64, hasSACK bool, pi pktInfo) {
 	s.naksSent++
-	s.ackOrder(cs, r-1, pi, "NAK", r)
+	s.cover(cs, irn, r-1, pi, "NAK", r)
 	if !hasSACK {
 		cs.violate(irn, pi.idx, "NAK for PSN %d carries no SACK: IRN NAKs every out-of-order arrival with the cumulative ACK and the PSN that triggered it",
 			cs.abs(r))

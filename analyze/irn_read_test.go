@@ -4,14 +4,13 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/roce"
-	"github.com/lumina-go/lumina/trace"
 )
 
 // irnTrace: PSNs 1001..1006; 1002 is dropped; every later arrival is NAKed with cumulative 1002 and its own
 // SACK; only 1002 is resent.
 func irnTrace(b *builder, resendSACKed bool) {
 	b.data(wc, 0, roce.RCWriteFirst, 0, 0)
-	b.data(wc, 1, roce.RCWriteMiddle, trace.EventDrop, 1)
+	b.data(wc, 1, roce.RCWriteMiddle, roce.EventDrop, 1)
 	b.data(wc, 2, roce.RCWriteMiddle, 0, 2)
 	b.sack(wc, 1, 2, 3) // packet 3
 	b.data(wc, 3, roce.RCWriteLast, 0, 4)
@@ -50,7 +49,7 @@ func TestIRNFaults(t *testing.T) {
 	t.Run("second out-of-order arrival not NAKed", func(t *testing.T) {
 		b := &builder{t: t}
 		b.data(wc, 0, roce.RCWriteFirst, 0, 0)
-		b.data(wc, 1, roce.RCWriteMiddle, trace.EventDrop, 1)
+		b.data(wc, 1, roce.RCWriteMiddle, roce.EventDrop, 1)
 		b.data(wc, 2, roce.RCWriteMiddle, 0, 2)
 		b.sack(wc, 1, 2, 3)
 		b.data(wc, 3, roce.RCWriteLast, 0, 4) // packet 4: IRN must NAK it too (go-back-N would not)
@@ -63,7 +62,7 @@ func TestIRNFaults(t *testing.T) {
 	t.Run("NAK with the wrong cumulative PSN and SACK", func(t *testing.T) {
 		b := &builder{t: t}
 		b.data(wc, 0, roce.RCWriteFirst, 0, 0)
-		b.data(wc, 1, roce.RCWriteMiddle, trace.EventDrop, 1)
+		b.data(wc, 1, roce.RCWriteMiddle, roce.EventDrop, 1)
 		b.data(wc, 2, roce.RCWriteMiddle, 0, 2)
 		b.sack(wc, 0, 3, 3) // packet 3
 		b.data(wc, 3, roce.RCWriteLast, 0, 4)
@@ -88,9 +87,9 @@ func (b *builder) readMsg(c tconn, rel int, drop map[int]bool, tUs float64) floa
 	b.readReq(c, rel, 4096, 0, tUs)
 	for i := 0; i < 4; i++ {
 		tUs++
-		ev := trace.EventNone
+		ev := roce.EventNone
 		if drop[rel+i] {
-			ev = trace.EventDrop
+			ev = roce.EventDrop
 		}
 		b.readResp(c, rel+i, readOp(i, 4), ev, tUs)
 	}

@@ -50,19 +50,19 @@ func (s *streamReader) fill() {
 	for _, c := range s.conns {
 		base := s.m * streamMsgLen
 		lossy := s.lossEvery > 0 && s.m%s.lossEvery == s.lossEvery-1
-		ev := trace.EventNone
+		ev := roce.EventNone
 		if s.ce {
-			ev = trace.EventECN
+			ev = roce.EventECN
 		}
 		for i := 0; i < streamMsgLen; i++ {
 			e := ev
 			if lossy && i == 500 {
-				e = trace.EventDrop
+				e = roce.EventDrop
 				s.losses++
 			}
 			b.data(c, base+i, writeOp(i, streamMsgLen), e, s.tm)
 			s.tm += 0.1
-			if s.ce && e != trace.EventDrop {
+			if s.ce && e != roce.EventDrop {
 				b.cnpTo(c, true, s.tm)
 			}
 		}
@@ -215,8 +215,8 @@ func TestLateDuplicateBelowWindow(t *testing.T) {
 		b.ack(c, m*10+9, tm)
 		tm++
 	}
-	dup := b.data(c, 13, roce.RCWriteMiddle, 0, tm)                  // message 2, long acknowledged
-	drop := b.data(c, 25, roce.RCWriteMiddle, trace.EventDrop, tm+1) // message 3
+	dup := b.data(c, 13, roce.RCWriteMiddle, 0, tm)                 // message 2, long acknowledged
+	drop := b.data(c, 25, roce.RCWriteMiddle, roce.EventDrop, tm+1) // message 3
 	opts := Options{Conns: []Conn{c.conn(0, VerbWrite, 10, 20, 1024)}, IndexBase: 1}
 	big, _ := analyzeWindow(t, b.frames, opts, 1<<40, 1<<40)
 	small, a := analyzeWindow(t, b.frames, opts, 8, 64)

@@ -1,8 +1,8 @@
 // Package inject is the event-injecting switch's logic, independent of what drives it: the translation of a
-// scenario's intents plus the traffic generators' runtime metadata into exact match entries (Lumina paper §3.3,
-// Figure 2), ITER tracking per connection, the actions (drop, ECN mark, corrupt, and beyond Lumina: delay,
-// reorder, duplicate, header rewrite; on data, ACK, NAK, CNP and READ-request packets), and mirroring with
-// Lumina's metadata to a weighted-round-robin pool of dumpers.
+// scenario's events into intents (Intents) and of intents plus the traffic generators' runtime metadata into
+// exact match entries (Lumina paper §3.3, Figure 2), ITER tracking per connection, the actions (drop, ECN mark,
+// corrupt, and beyond Lumina: delay, reorder, duplicate, header rewrite; on data, ACK, NAK, CNP and READ-request
+// packets), and mirroring with Lumina's metadata to a weighted-round-robin pool of dumpers.
 //
 // It is pure: Process takes the current time and a frame and says what to do. The simulator's switch and a
 // real-time software switch drive the same code.
@@ -14,19 +14,31 @@ import (
 	"github.com/lumina-go/lumina/roce"
 )
 
-// ConnMeta is the runtime metadata a traffic generator reports for one connection before traffic starts.
+// ConnMeta is the runtime metadata a traffic generator reports for one connection before traffic starts. Its
+// JSON form is what a generator sends the live switch's control plane.
 type ConnMeta struct {
-	Index    int    // 0-based connection index (the scenario's qpn, normalized)
-	Verb     string // write | send | read (a send_read run reports each connection's own verb)
-	ReqIP    netip.Addr
-	RespIP   netip.Addr
-	ReqQPN   uint32
-	RespQPN  uint32
-	ReqIPSN  roce.PSN // initial PSN of the requester's requests
-	RespIPSN roce.PSN // initial PSN of the responder's requests (unused by RC data flows, reported for completeness)
+	Index    int        `json:"index"` // 0-based connection index (the scenario's qpn, normalized)
+	Verb     string     `json:"verb"`  // write | send | read (a send_read run reports each connection's own verb)
+	ReqIP    netip.Addr `json:"req_ip"`
+	RespIP   netip.Addr `json:"resp_ip"`
+	ReqQPN   uint32     `json:"req_qpn"`
+	RespQPN  uint32     `json:"resp_qpn"`
+	ReqIPSN  roce.PSN   `json:"req_ipsn"`  // initial PSN of the requester's requests
+	RespIPSN roce.PSN   `json:"resp_ipsn"` // initial PSN of the responder's requests (unused by RC data flows)
 	// PacketsPerMsg and NumMsgs let events be expressed per message.
-	PacketsPerMsg int
-	NumMsgs       int
+	PacketsPerMsg int `json:"packets_per_msg"`
+	NumMsgs       int `json:"num_msgs"`
+}
+
+// Logic is what a switch runs on every frame: the event injector (*Switch), the simulator's DefaultSwitch or
+// the live switch's Learner. Process fills v (forwarded frames, extra delay, mirrored copy and its dumper) and
+// may keep no reference to frame after it returns; Flush releases frames it still holds (reorder) when traffic
+// ends or goes idle. Port 0 faces the requester, port 1 the responder. A logic that modifies a frame must
+// report an action in v.Event (anything but roce.EventNone): the receiving NIC then verifies the ICRC again
+// instead of trusting the one its peer computed. Drivers call it from one goroutine at a time.
+type Logic interface {
+	Process(now int64, inPort int, frame []byte, v *Verdict)
+	Flush(now int64) []Held
 }
 
 // PacketKind is the kind of packet an intent targets.
@@ -41,22 +53,6 @@ const (
 	KindReadReq                   // READ requests (read connections)
 )
 
-// ActionKind is what an intent does to its packet.
-type ActionKind uint8
-
-// Actions. Event-type numbers in the mirror metadata (IPv4 TTL of the mirrored copy) follow Lumina for the first
-// three: 1 drop, 2 ecn, 3 corrupt; ours continue: 4 delay, 5 reorder, 6 duplicate, 7 rewrite.
-const (
-	ActNone ActionKind = iota
-	ActDrop
-	ActECN
-	ActCorrupt
-	ActDelay
-	ActReorder
-	ActDuplicate
-	ActRewrite
-)
-
 // Intent is one resolved event of a scenario: which packet of which connection, in which round, and what to do.
 type Intent struct {
 	Conn int        // 0-based connection index
@@ -69,13 +65,13 @@ type Intent struct {
 	// message's first packet first reached the switch, as the reference P4 program counts. It needs the
 	// connection's PacketsPerMsg.
 	MsgIter bool
-	Action  ActionKind
+	Action  roce.EventType
 	// Action parameters.
-	DelayNs int64  // ActDelay
-	Behind  int    // ActReorder: release after this many later packets in the same direction
-	Copies  int    // ActDuplicate: extra copies
-	Field   string // ActRewrite: migreq | dscp | ecn | se | pad
-	Value   int    // ActRewrite
+	DelayNs int64  // roce.EventDelay
+	Behind  int    // roce.EventReorder: release after this many later packets in the same direction
+	Copies  int    // roce.EventDuplicate: extra copies
+	Field   string // roce.EventRewrite: migreq | dscp | ecn | se | pad
+	Value   int    // roce.EventRewrite
 	// Source is the scenario entry the intent came from (for reports), e.g. "traffic.data-pkt-events[2]".
 	Source string
 }

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/lumina-go/lumina/roce"
-	"github.com/lumina-go/lumina/trace"
 )
 
 // Verdict is what the switch does with one frame. Process fills it; the caller owns it and everything in it.
@@ -26,7 +25,7 @@ type Verdict struct {
 	Mirror []byte
 	Dumper int    // the dumper that receives Mirror; -1 when nothing is mirrored
 	Seq    uint64 // the mirror sequence number written into Mirror (0 when nothing is mirrored)
-	Event  ActionKind
+	Event  roce.EventType
 	// Iter is the packet's ITER for data and read-req packets of a known connection (0 otherwise).
 	Iter    int
 	Conn    int    // connection index; -1 when the packet belongs to no known connection
@@ -57,6 +56,14 @@ type Counters struct {
 	MirrorErrors      uint64            `json:"mirror_errors"` // RoCE frames whose mirror copy could not be built
 }
 
+// PortCounters are a switch's per-port RoCE counters (Lumina's ingress/egress counter tables), as the simulated
+// and the live switch report them in counters.json.
+type PortCounters struct {
+	RxRoCE   uint64 `json:"rx_roce"`
+	TxRoCE   uint64 `json:"tx_roce"`
+	Mirrored uint64 `json:"mirrored"` // mirrored copies of frames that entered on this port
+}
+
 type counters struct {
 	rxRoCE, txRoCE, rxOther []uint64
 	mirrored                uint64
@@ -64,7 +71,7 @@ type counters struct {
 	dropped                 uint64
 	badPort                 uint64
 	mirrorErr               uint64
-	events                  [numActions]uint64
+	events                  [roce.NumEvents]uint64
 }
 
 func (c *counters) init(ports, dumpers int) {
@@ -100,8 +107,6 @@ type Switch struct {
 	pkt     roce.Packet
 	held    []held
 }
-
-const mask48 = 1<<48 - 1
 
 // Process handles one frame entering the switch on inPort (0 = requester side, 1 = responder side) at time now
 // (ns). In order, as the reference's ingress pipeline: decode; count; classify the packet to a connection and
@@ -141,7 +146,7 @@ func (s *Switch) Process(now int64, inPort int, frame []byte, v *Verdict) {
 	s.c.rxRoCE[inPort]++
 
 	e := s.classify(p, v)
-	act := ActNone
+	act := roce.EventNone
 	if e != nil {
 		act = e.Action
 		e.Hits++
@@ -151,31 +156,31 @@ func (s *Switch) Process(now int64, inPort int, frame []byte, v *Verdict) {
 	}
 	forward := true
 	switch act {
-	case ActDrop:
+	case roce.EventDrop:
 		forward = false
 		s.c.dropped++
-	case ActECN:
+	case roce.EventECN:
 		setTOS(frame, p, p.TOS|3)
-	case ActCorrupt:
+	case roce.EventCorrupt:
 		corrupt(frame, p)
-	case ActDelay:
+	case roce.EventDelay:
 		v.DelayNs = e.delayNs
-	case ActReorder:
+	case roce.EventReorder:
 		forward = false
-	case ActRewrite:
+	case roce.EventRewrite:
 		rewrite(frame, p, e.field, e.value)
 	}
 	// The mirror copy is taken after the action so that ECN and rewrite show what was sent on, and before
 	// any drop or hold; for corrupt the copy is restored (see mirror).
 	s.mirror(now, frame, p, act, v)
 
-	if act == ActReorder {
+	if act == roce.EventReorder {
 		// The caller's buffer may be reused as soon as Process returns, so a held frame is copied.
 		s.held = append(s.held, held{buf: append([]byte(nil), frame...), in: inPort, left: e.behind, since: now})
 	}
 	if forward {
 		v.Forward = append(v.Forward, frame)
-		if act == ActDuplicate {
+		if act == roce.EventDuplicate {
 			for range e.copies {
 				v.Forward = append(v.Forward, append([]byte(nil), frame...))
 			}
@@ -222,18 +227,14 @@ func (s *Switch) classify(p *roce.Packet, v *Verdict) *entry {
 		if last.Less(cs.dataLast) {
 			last = cs.dataLast
 		}
-		if psn.LessEq(last) {
-			cs.reqIter++
-		}
+		cs.reqIter = roce.NextIter(cs.reqIter, last, psn)
 		cs.reqLast = psn
 		v.Iter = cs.reqIter
 		k.kind, k.seq, k.iter = KindReadReq, uint32(psn), uint32(cs.reqIter)
 		return s.lookup(k)
 	case cs.read && ref.dir == dirRespToReq && op.IsReadResponse(),
 		!cs.read && ref.dir == dirReqToResp && (op.IsSend() || op.IsWrite()):
-		if psn.LessEq(cs.dataLast) {
-			cs.dataIter++
-		}
+		cs.dataIter = roce.NextIter(cs.dataIter, cs.dataLast, psn)
 		cs.dataLast = psn
 		v.Iter = cs.dataIter
 		k.kind, k.seq, k.iter = KindData, uint32(psn), uint32(cs.dataIter)
@@ -293,37 +294,39 @@ func (s *Switch) lookup(k key) *entry {
 	return nil
 }
 
-// mirror builds the mirrored copy in v.Mirror: Lumina's metadata (trace.EncodeMirror: event in the IPv4 TTL,
+// mirror builds the mirrored copy in v.Mirror: Lumina's metadata (roce.EncodeMirror: event in the IPv4 TTL,
 // sequence number in the source MAC, ingress time mod 2^48 ns in the destination MAC) and, with a rewrite port,
-// the reference's RSS rewrite (trace.RewriteRSS). What the copy shows: ECN-marked packets show CE (the
+// the reference's RSS rewrite (roce.RewriteRSS). What the copy shows: ECN-marked packets show CE (the
 // reference's dumper forces CE on event 2 too), rewritten packets their rewritten headers, corrupted packets the
 // original valid bytes (the reference flips the IP ID back on the copy), the rest the packet as received.
 // IPv6 and RoCEv1 frames carry the event in the hop limit, have no IP checksum to fix and are not RSS-rewritten
-// (the dumper's undo, trace.UndoRSS, handles IPv4 only).
-func (s *Switch) mirror(now int64, frame []byte, p *roce.Packet, act ActionKind, v *Verdict) {
+// (the dumper's undo, roce.UndoRSS, handles IPv4 only).
+func (s *Switch) mirror(now int64, frame []byte, p *roce.Packet, act roce.EventType, v *Verdict) {
 	m := append(v.Mirror[:0], frame...)
-	if act == ActCorrupt {
+	if act == roce.EventCorrupt {
 		corrupt(m, p) // corrupt is its own inverse
 	}
-	seq := s.seq%mask48 + 1 // 1 .. 2^48-1, then back to 1
-	ts := (s.clock + uint64(now)) & mask48
+	seq := s.seq%roce.MirrorMax + 1 // 1 .. 2^48-1, then back to 1
+	ts := (s.clock + uint64(now)) & roce.MirrorMax
 	if isIPv4(p) {
-		if err := trace.EncodeMirror(m, trace.Mirror{Event: trace.EventType(act), Seq: seq, TimestampNs: ts}); err != nil {
+		if err := roce.EncodeMirror(m, roce.Mirror{Event: act, Seq: seq, TimestampNs: ts}); err != nil {
 			s.c.mirrorErr++
 			v.Mirror = m[:0]
 			return
 		}
 		if s.rewrite != 0 {
-			if err := trace.RewriteRSS(m, s.rewrite, uint16(s.rng.Uint64())); err != nil {
+			if err := roce.RewriteRSS(m, s.rewrite, uint16(s.rng.Uint64())); err != nil {
 				s.c.mirrorErr++
 				v.Mirror = m[:0]
 				return
 			}
 		}
 	} else {
-		put48(m[0:], ts)
-		put48(m[6:], seq)
-		m[p.L3Offset+7] = byte(act) // IPv6 hop limit / GRH hop limit
+		if err := roce.EncodeMirrorNoChecksum(m, p.L3Offset, roce.Mirror{Event: act, Seq: seq, TimestampNs: ts}); err != nil {
+			s.c.mirrorErr++
+			v.Mirror = m[:0]
+			return
+		}
 	}
 	s.seq = seq
 	v.Mirror = m
@@ -376,12 +379,12 @@ func (s *Switch) Counters() Counters {
 		Mirrored:          s.c.mirrored,
 		MirroredPerDumper: append([]uint64(nil), s.c.perDumper...),
 		Dropped:           s.c.dropped,
-		Events:            make(map[string]uint64, numActions-1),
+		Events:            make(map[string]uint64, roce.NumEvents-1),
 		Held:              len(s.held),
 		BadPort:           s.c.badPort,
 		MirrorErrors:      s.c.mirrorErr,
 	}
-	for a := ActDrop; int(a) < numActions; a++ {
+	for a := roce.EventDrop; int(a) < roce.NumEvents; a++ {
 		c.Events[a.String()] = s.c.events[a]
 	}
 	return c
@@ -445,9 +448,4 @@ func rewrite(b []byte, p *roce.Packet, f rewriteField, val uint8) {
 	if good {
 		p.FixICRC()
 	}
-}
-
-func put48(b []byte, v uint64) {
-	_ = b[5]
-	b[0], b[1], b[2], b[3], b[4], b[5] = byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
 }

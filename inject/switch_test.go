@@ -22,8 +22,8 @@ func TestFigure3Iter(t *testing.T) {
 	conn := fig2("write")
 	conn.ReqIPSN = 1
 	s := newSwitch(t, Config{Conns: []ConnMeta{conn}, Intents: []Intent{
-		{PSN: 1, Iter: 1, Action: ActDrop, Source: "psn 2 iter 1"},
-		{PSN: 2, Iter: 2, Action: ActDrop, Source: "psn 3 iter 2"},
+		{PSN: 1, Iter: 1, Action: roce.EventDrop, Source: "psn 2 iter 1"},
+		{PSN: 2, Iter: 2, Action: roce.EventDrop, Source: "psn 3 iter 2"},
 	}})
 	type tx struct {
 		psn     roce.PSN
@@ -37,7 +37,7 @@ func TestFigure3Iter(t *testing.T) {
 		for psn := start; psn <= 4; psn++ {
 			s.Process(int64(len(got)), 0, build(t, wr(psn)), &v)
 			dropped := len(v.Forward) == 0
-			if dropped != (v.Event == ActDrop) {
+			if dropped != (v.Event == roce.EventDrop) {
 				t.Fatalf("psn %d: %d frames forwarded but event %v", psn, len(v.Forward), v.Event)
 			}
 			got = append(got, tx{psn, v.Iter, dropped})
@@ -64,7 +64,7 @@ func TestIterAcrossPSNWrap(t *testing.T) {
 	conn := fig2("write")
 	conn.ReqIPSN = 0xfffffe
 	s := newSwitch(t, Config{Conns: []ConnMeta{conn}, Intents: []Intent{
-		{PSN: 2, Iter: 2, Action: ActDrop, Source: "psn 0 in round 2"}}})
+		{PSN: 2, Iter: 2, Action: roce.EventDrop, Source: "psn 0 in round 2"}}})
 	seq := []struct {
 		psn     roce.PSN
 		iter    int
@@ -88,28 +88,28 @@ func TestIterAcrossPSNWrap(t *testing.T) {
 // requester's PSN space); READ requests have their own rounds, and a re-issued request starts a new one.
 func TestReadConnection(t *testing.T) {
 	s := newSwitch(t, Config{Conns: []ConnMeta{fig2("read")}, Intents: []Intent{
-		{Kind: KindData, PSN: 2, Iter: 1, Action: ActDrop, Source: "resp 1003 round 1"},
-		{Kind: KindReadReq, PSN: 2, Iter: 2, Action: ActDrop, Source: "re-request 1003"},
-		{Kind: KindData, PSN: 2, Iter: 2, Action: ActECN, Source: "resp 1003 round 2"},
+		{Kind: KindData, PSN: 2, Iter: 1, Action: roce.EventDrop, Source: "resp 1003 round 1"},
+		{Kind: KindReadReq, PSN: 2, Iter: 2, Action: roce.EventDrop, Source: "re-request 1003"},
+		{Kind: KindData, PSN: 2, Iter: 2, Action: roce.EventECN, Source: "resp 1003 round 2"},
 	}})
 	steps := []struct {
 		port    int
 		p       pkt
 		iter    int
-		event   ActionKind
+		event   roce.EventType
 		matched string
 	}{
-		{0, rreq(1001), 1, ActNone, ""},
-		{1, rresp(1001), 1, ActNone, ""},
-		{1, rresp(1002), 1, ActNone, ""},
-		{1, rresp(1003), 1, ActDrop, "resp 1003 round 1"},
-		{0, wr(1003), 0, ActNone, ""}, // a WRITE on a read connection is not its data
-		{1, rresp(1004), 1, ActNone, ""},
-		{0, rreq(1003), 2, ActDrop, "re-request 1003"}, // 1003 <= last response 1004: new request round
-		{0, rreq(1003), 3, ActNone, ""},                // timeout: re-issued again
-		{1, rresp(1003), 2, ActECN, "resp 1003 round 2"},
-		{1, rresp(1004), 2, ActNone, ""},
-		{0, rreq(1005), 3, ActNone, ""}, // the next READ: beyond every PSN seen, same round
+		{0, rreq(1001), 1, roce.EventNone, ""},
+		{1, rresp(1001), 1, roce.EventNone, ""},
+		{1, rresp(1002), 1, roce.EventNone, ""},
+		{1, rresp(1003), 1, roce.EventDrop, "resp 1003 round 1"},
+		{0, wr(1003), 0, roce.EventNone, ""}, // a WRITE on a read connection is not its data
+		{1, rresp(1004), 1, roce.EventNone, ""},
+		{0, rreq(1003), 2, roce.EventDrop, "re-request 1003"}, // 1003 <= last response 1004: new request round
+		{0, rreq(1003), 3, roce.EventNone, ""},                // timeout: re-issued again
+		{1, rresp(1003), 2, roce.EventECN, "resp 1003 round 2"},
+		{1, rresp(1004), 2, roce.EventNone, ""},
+		{0, rreq(1005), 3, roce.EventNone, ""}, // the next READ: beyond every PSN seen, same round
 	}
 	var v Verdict
 	for i, st := range steps {
@@ -130,11 +130,11 @@ func TestNthEvents(t *testing.T) {
 	rnr := nak(1001)
 	rnr.syndrome = 0x20 | 14 // RNR NAK
 	s := newSwitch(t, Config{Conns: []ConnMeta{fig2("write")}, Intents: []Intent{
-		{Kind: KindAck, Nth: 1, Action: ActDrop, Source: "2nd ack"},
-		{Kind: KindNAK, Nth: 0, Action: ActECN, Source: "1st nak"},
-		{Kind: KindCNP, Nth: 1, Action: ActDrop, Source: "2nd cnp"},
-		{Kind: KindAck, Nth: 3, Iter: 2, Action: ActDrop, Source: "4th ack in round 2"},
-		{Kind: KindAck, Nth: 4, Iter: 1, Action: ActDrop, Source: "5th ack in round 1"},
+		{Kind: KindAck, Nth: 1, Action: roce.EventDrop, Source: "2nd ack"},
+		{Kind: KindNAK, Nth: 0, Action: roce.EventECN, Source: "1st nak"},
+		{Kind: KindCNP, Nth: 1, Action: roce.EventDrop, Source: "2nd cnp"},
+		{Kind: KindAck, Nth: 3, Iter: 2, Action: roce.EventDrop, Source: "4th ack in round 2"},
+		{Kind: KindAck, Nth: 4, Iter: 1, Action: roce.EventDrop, Source: "5th ack in round 1"},
 	}})
 	steps := []struct {
 		port    int
@@ -170,7 +170,7 @@ func TestNthEvents(t *testing.T) {
 	}
 
 	// On a READ connection the data receiver (the requester) sends the CNPs.
-	r := newSwitch(t, Config{Conns: []ConnMeta{fig2("read")}, Intents: []Intent{{Kind: KindCNP, Nth: 0, Action: ActDrop, Source: "cnp"}}})
+	r := newSwitch(t, Config{Conns: []ConnMeta{fig2("read")}, Intents: []Intent{{Kind: KindCNP, Nth: 0, Action: roce.EventDrop, Source: "cnp"}}})
 	r.Process(0, 1, build(t, cnpFrom(ipResp, ipReq, 0xfe)), &v)
 	if v.Matched != "" {
 		t.Errorf("read connection: responder's CNP matched %q", v.Matched)
@@ -205,12 +205,12 @@ func TestActions(t *testing.T) {
 		intent Intent
 		check  check
 	}{
-		{"drop", false, Intent{Action: ActDrop}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"drop", false, Intent{Action: roce.EventDrop}, func(t *testing.T, orig []byte, v *Verdict) {
 			if len(v.Forward) != 0 {
 				t.Errorf("%d frames forwarded", len(v.Forward))
 			}
 		}},
-		{"ecn", false, Intent{Action: ActECN}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"ecn", false, Intent{Action: roce.EventECN}, func(t *testing.T, orig []byte, v *Verdict) {
 			p := one(t, v)
 			ipOK(t, p)
 			if p.ECN() != 3 || p.DSCP() != 0 || p.CheckICRC() != roce.ICRCGood {
@@ -220,13 +220,13 @@ func TestActions(t *testing.T) {
 				t.Errorf("mirror shows ECN %d, want CE", m.ECN())
 			}
 		}},
-		{"ecn v6", true, Intent{Action: ActECN}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"ecn v6", true, Intent{Action: roce.EventECN}, func(t *testing.T, orig []byte, v *Verdict) {
 			p := one(t, v)
 			if p.ECN() != 3 || p.CheckICRC() != roce.ICRCGood || p.FlowLabel != decode(t, orig).FlowLabel {
 				t.Errorf("ecn %d icrc %v flow %#x; want CE, ICRC good, flow label unchanged", p.ECN(), p.CheckICRC(), p.FlowLabel)
 			}
 		}},
-		{"corrupt", false, Intent{Action: ActCorrupt}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"corrupt", false, Intent{Action: roce.EventCorrupt}, func(t *testing.T, orig []byte, v *Verdict) {
 			p := one(t, v)
 			ipOK(t, p)
 			if p.CheckICRC() != roce.ICRCBad || p.IPID != 0x1234^0xffff {
@@ -237,7 +237,7 @@ func TestActions(t *testing.T) {
 				t.Errorf("mirror: icrc %v ip id %#x; want the original valid packet", m.CheckICRC(), m.IPID)
 			}
 		}},
-		{"corrupt v6", true, Intent{Action: ActCorrupt}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"corrupt v6", true, Intent{Action: roce.EventCorrupt}, func(t *testing.T, orig []byte, v *Verdict) {
 			if p := one(t, v); p.CheckICRC() != roce.ICRCBad {
 				t.Errorf("icrc %v, want bad", p.CheckICRC())
 			}
@@ -245,13 +245,13 @@ func TestActions(t *testing.T) {
 				t.Errorf("mirror icrc %v, want good", m.CheckICRC())
 			}
 		}},
-		{"delay", false, Intent{Action: ActDelay, DelayNs: 25000}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"delay", false, Intent{Action: roce.EventDelay, DelayNs: 25000}, func(t *testing.T, orig []byte, v *Verdict) {
 			one(t, v)
 			if v.DelayNs != 25000 || !bytes.Equal(v.Forward[0], orig) {
 				t.Errorf("delay %d ns, bytes changed %v; want 25000 and unchanged", v.DelayNs, !bytes.Equal(v.Forward[0], orig))
 			}
 		}},
-		{"duplicate", false, Intent{Action: ActDuplicate, Copies: 2}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"duplicate", false, Intent{Action: roce.EventDuplicate, Copies: 2}, func(t *testing.T, orig []byte, v *Verdict) {
 			if len(v.Forward) != 3 {
 				t.Fatalf("%d frames forwarded, want 3", len(v.Forward))
 			}
@@ -265,7 +265,7 @@ func TestActions(t *testing.T) {
 				t.Error("copies share a buffer")
 			}
 		}},
-		{"rewrite migreq", false, Intent{Action: ActRewrite, Field: "migreq", Value: 1}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"rewrite migreq", false, Intent{Action: roce.EventRewrite, Field: "migreq", Value: 1}, func(t *testing.T, orig []byte, v *Verdict) {
 			p := one(t, v)
 			if !p.BTH.MigReq || p.CheckICRC() != roce.ICRCGood || p.BTH.SE {
 				t.Errorf("migreq %v se %v icrc %v; want MigReq set, SE unchanged, ICRC recomputed", p.BTH.MigReq, p.BTH.SE, p.CheckICRC())
@@ -274,34 +274,34 @@ func TestActions(t *testing.T) {
 				t.Errorf("mirror: migreq %v icrc %v; want the rewritten packet", m.BTH.MigReq, m.CheckICRC())
 			}
 		}},
-		{"rewrite migreq v6", true, Intent{Action: ActRewrite, Field: "migreq", Value: 1}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"rewrite migreq v6", true, Intent{Action: roce.EventRewrite, Field: "migreq", Value: 1}, func(t *testing.T, orig []byte, v *Verdict) {
 			if p := one(t, v); !p.BTH.MigReq || p.CheckICRC() != roce.ICRCGood {
 				t.Errorf("migreq %v icrc %v", p.BTH.MigReq, p.CheckICRC())
 			}
 		}},
-		{"rewrite se", false, Intent{Action: ActRewrite, Field: "se", Value: 1}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"rewrite se", false, Intent{Action: roce.EventRewrite, Field: "se", Value: 1}, func(t *testing.T, orig []byte, v *Verdict) {
 			if p := one(t, v); !p.BTH.SE || p.BTH.MigReq || p.CheckICRC() != roce.ICRCGood {
 				t.Errorf("se %v migreq %v icrc %v", p.BTH.SE, p.BTH.MigReq, p.CheckICRC())
 			}
 		}},
-		{"rewrite pad", false, Intent{Action: ActRewrite, Field: "pad", Value: 3}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"rewrite pad", false, Intent{Action: roce.EventRewrite, Field: "pad", Value: 3}, func(t *testing.T, orig []byte, v *Verdict) {
 			if p := one(t, v); p.BTH.PadCount != 3 || p.PayloadLen != 61 || p.CheckICRC() != roce.ICRCGood {
 				t.Errorf("pad %d payload %d icrc %v; want 3, 61, good", p.BTH.PadCount, p.PayloadLen, p.CheckICRC())
 			}
 		}},
-		{"rewrite dscp", false, Intent{Action: ActRewrite, Field: "dscp", Value: 26}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"rewrite dscp", false, Intent{Action: roce.EventRewrite, Field: "dscp", Value: 26}, func(t *testing.T, orig []byte, v *Verdict) {
 			p := one(t, v)
 			ipOK(t, p)
 			if p.DSCP() != 26 || p.ECN() != 2 || p.CheckICRC() != roce.ICRCGood {
 				t.Errorf("dscp %d ecn %d icrc %v; want 26, ECT(0) kept, good", p.DSCP(), p.ECN(), p.CheckICRC())
 			}
 		}},
-		{"rewrite dscp v6", true, Intent{Action: ActRewrite, Field: "dscp", Value: 46}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"rewrite dscp v6", true, Intent{Action: roce.EventRewrite, Field: "dscp", Value: 46}, func(t *testing.T, orig []byte, v *Verdict) {
 			if p := one(t, v); p.DSCP() != 46 || p.ECN() != 2 || p.CheckICRC() != roce.ICRCGood {
 				t.Errorf("dscp %d ecn %d icrc %v", p.DSCP(), p.ECN(), p.CheckICRC())
 			}
 		}},
-		{"rewrite ecn", false, Intent{Action: ActRewrite, Field: "ecn", Value: 0}, func(t *testing.T, orig []byte, v *Verdict) {
+		{"rewrite ecn", false, Intent{Action: roce.EventRewrite, Field: "ecn", Value: 0}, func(t *testing.T, orig []byte, v *Verdict) {
 			p := one(t, v)
 			ipOK(t, p)
 			if p.ECN() != 0 || p.CheckICRC() != roce.ICRCGood {
@@ -341,7 +341,7 @@ func TestActions(t *testing.T) {
 
 // TestRewriteKeepsBadICRC: a packet that arrives corrupted stays corrupted after a BTH rewrite.
 func TestRewriteKeepsBadICRC(t *testing.T) {
-	s := newSwitch(t, Config{Conns: []ConnMeta{fig2("write")}, Intents: []Intent{{Action: ActRewrite, Field: "migreq", Value: 1}}})
+	s := newSwitch(t, Config{Conns: []ConnMeta{fig2("write")}, Intents: []Intent{{Action: roce.EventRewrite, Field: "migreq", Value: 1}}})
 	f := build(t, wr(1001))
 	f[len(f)-1] ^= 0x55
 	var v Verdict
@@ -353,8 +353,8 @@ func TestRewriteKeepsBadICRC(t *testing.T) {
 
 func TestReorder(t *testing.T) {
 	s := newSwitch(t, Config{Conns: []ConnMeta{fig2("write")}, Intents: []Intent{
-		{PSN: 0, Action: ActReorder, Behind: 2, Source: "r"},
-		{PSN: 5, Action: ActReorder, Behind: 9, Source: "never released"}}})
+		{PSN: 0, Action: roce.EventReorder, Behind: 2, Source: "r"},
+		{PSN: 5, Action: roce.EventReorder, Behind: 9, Source: "never released"}}})
 	var v Verdict
 	frames := map[roce.PSN][]byte{}
 	var wire []roce.PSN // PSNs in the order they leave on port 1
@@ -372,7 +372,7 @@ func TestReorder(t *testing.T) {
 		}
 	}
 	send(0, wr(1001)) // held
-	if len(v.Forward) != 0 || v.Event != ActReorder || s.Counters().Held != 1 {
+	if len(v.Forward) != 0 || v.Event != roce.EventReorder || s.Counters().Held != 1 {
 		t.Fatalf("reordered frame: forwarded %d, event %v, held %d", len(v.Forward), v.Event, s.Counters().Held)
 	}
 	send(0, wr(1002))
@@ -404,7 +404,7 @@ func TestReorder(t *testing.T) {
 // numbers from 1, its ingress time and event, and weights 2:1 spread the copies 0,1,0,0,1,0,...
 func TestMirrorMetadataAndDumpers(t *testing.T) {
 	s := newSwitch(t, Config{Conns: []ConnMeta{fig2("write")}, DumperWeights: []int{2, 1},
-		Intents: []Intent{{PSN: 10, Iter: 1, Action: ActDrop}}})
+		Intents: []Intent{{PSN: 10, Iter: 1, Action: roce.EventDrop}}})
 	var v Verdict
 	per := [2]int{}
 	for i := range 300 {
@@ -414,13 +414,13 @@ func TestMirrorMetadataAndDumpers(t *testing.T) {
 			port, p = 1, ack(1001+roce.PSN(i/2))
 		}
 		s.Process(now, port, build(t, p), &v)
-		m, ok := trace.DecodeMirror(v.Mirror)
+		m, ok := roce.DecodeMirror(v.Mirror)
 		if !ok {
 			t.Fatalf("packet %d: mirror has no metadata", i)
 		}
-		wantEv := trace.EventNone
+		wantEv := roce.EventNone
 		if port == 0 && i/2 == 10 {
-			wantEv = trace.EventDrop
+			wantEv = roce.EventDrop
 		}
 		if m.Seq != uint64(i+1) || v.Seq != m.Seq || m.TimestampNs != uint64(now) || m.Event != wantEv {
 			t.Errorf("packet %d: seq %d (verdict %d), ts %d, event %v; want %d, %d, %v", i, m.Seq, v.Seq, m.TimestampNs, m.Event, i+1, now, wantEv)
@@ -487,7 +487,7 @@ func TestRSSRewriteUndo(t *testing.T) {
 			t.Errorf("packet %d: checksum field %#x, want the original source port %#x", i, ck, p.psnSport())
 		}
 		ports[binary.BigEndian.Uint16(m[u:])] = true
-		if !trace.UndoRSS(m, 9741) || !bytes.Equal(m, v0.Mirror) {
+		if !roce.UndoRSS(m, 9741) || !bytes.Equal(m, v0.Mirror) {
 			t.Fatalf("packet %d: undo does not restore the unrewritten copy", i)
 		}
 		if !bytes.Equal(v1.Forward[0], v0.Forward[0]) {
@@ -541,7 +541,7 @@ func TestNonRoCEAndBadPort(t *testing.T) {
 // matching ECN entry, with RSS rewrite and several dumpers.
 func TestNoAllocs(t *testing.T) {
 	s := newSwitch(t, Config{Conns: []ConnMeta{fig2("write")}, DumperWeights: []int{2, 1}, RewritePort: 9741,
-		Intents: []Intent{{PSN: 1, Action: ActECN}, {PSN: 50, Iter: 3, Action: ActDrop}}})
+		Intents: []Intent{{PSN: 1, Action: roce.EventECN}, {PSN: 50, Iter: 3, Action: roce.EventDrop}}})
 	data, marked, a := build(t, wr(1001)), build(t, wr(1002)), build(t, ack(1001))
 	var v Verdict
 	s.Process(0, 0, data, &v) // grows v's buffers once
@@ -563,9 +563,9 @@ func TestNoAllocs(t *testing.T) {
 func script(t *testing.T, seed uint64) ([]byte, Counters) {
 	s := newSwitch(t, Config{Conns: []ConnMeta{fig2("write")}, DumperWeights: []int{3, 2}, RewritePort: 9741, Seed: seed,
 		Intents: []Intent{
-			{PSN: 2, Iter: 1, Action: ActDrop}, {PSN: 4, Action: ActReorder, Behind: 2},
-			{PSN: 5, Iter: 2, Action: ActDuplicate, Copies: 1}, {PSN: 6, Action: ActCorrupt},
-			{Kind: KindNAK, Nth: 0, Action: ActDelay, DelayNs: 3000}, {PSN: 1, Iter: 2, Action: ActRewrite, Field: "se", Value: 1},
+			{PSN: 2, Iter: 1, Action: roce.EventDrop}, {PSN: 4, Action: roce.EventReorder, Behind: 2},
+			{PSN: 5, Iter: 2, Action: roce.EventDuplicate, Copies: 1}, {PSN: 6, Action: roce.EventCorrupt},
+			{Kind: KindNAK, Nth: 0, Action: roce.EventDelay, DelayNs: 3000}, {PSN: 1, Iter: 2, Action: roce.EventRewrite, Field: "se", Value: 1},
 		}})
 	var out bytes.Buffer
 	var v Verdict
@@ -611,13 +611,13 @@ func TestDeterminism(t *testing.T) {
 // every action installed; it must not panic, and it must mirror exactly the frames it counts as RoCE.
 func TestMalformedNeverPanics(t *testing.T) {
 	var in []Intent
-	acts := []Intent{{Action: ActDrop}, {Action: ActECN}, {Action: ActCorrupt}, {Action: ActDelay, DelayNs: 1},
-		{Action: ActReorder, Behind: 1}, {Action: ActDuplicate, Copies: 1}, {Action: ActRewrite, Field: "pad", Value: 2}}
+	acts := []Intent{{Action: roce.EventDrop}, {Action: roce.EventECN}, {Action: roce.EventCorrupt}, {Action: roce.EventDelay, DelayNs: 1},
+		{Action: roce.EventReorder, Behind: 1}, {Action: roce.EventDuplicate, Copies: 1}, {Action: roce.EventRewrite, Field: "pad", Value: 2}}
 	for i, a := range acts {
 		a.PSN, a.Iter = i, 0
 		in = append(in, a)
 	}
-	in = append(in, Intent{Kind: KindAck, Nth: 0, Action: ActRewrite, Field: "migreq", Value: 1})
+	in = append(in, Intent{Kind: KindAck, Nth: 0, Action: roce.EventRewrite, Field: "migreq", Value: 1})
 	s := newSwitch(t, Config{Conns: []ConnMeta{fig2("write")}, Intents: in, RewritePort: 9741})
 	v6 := wr(1003)
 	v6.src, v6.dst = netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")
@@ -653,7 +653,7 @@ func BenchmarkProcess(b *testing.B) {
 	conn := fig2("write")
 	var in []Intent
 	for i := range 1000 {
-		in = append(in, Intent{PSN: 1_000_000 + i, Iter: 1, Action: ActDrop})
+		in = append(in, Intent{PSN: 1_000_000 + i, Iter: 1, Action: roce.EventDrop})
 	}
 	s := newSwitch(b, Config{Conns: []ConnMeta{conn}, Intents: in, DumperWeights: []int{1, 1}, RewritePort: 9741})
 	const n = 256
@@ -720,7 +720,7 @@ func TestRealCaptures(t *testing.T) {
 				if v.Seq != uint64(rce) {
 					t.Fatalf("frame %d: mirror seq %d, want %d", p.Index, v.Seq, rce)
 				}
-				trace.UndoRSS(v.Mirror, 9741)
+				roce.UndoRSS(v.Mirror, 9741)
 				var m roce.Packet
 				if !m.Decode(v.Mirror, len(v.Mirror)) {
 					t.Fatalf("frame %d: mirror copy does not decode: %v", p.Index, m.Reason)
@@ -749,8 +749,8 @@ func TestMessageRelativeIter(t *testing.T) {
 	var intents []Intent
 	for m := 0; m < 3; m++ {
 		intents = append(intents,
-			Intent{PSN: m*4 + 2, Iter: 1, MsgIter: true, Action: ActDrop, Source: "first"},
-			Intent{PSN: m*4 + 2, Iter: 2, MsgIter: true, Action: ActDrop, Source: "second"})
+			Intent{PSN: m*4 + 2, Iter: 1, MsgIter: true, Action: roce.EventDrop, Source: "first"},
+			Intent{PSN: m*4 + 2, Iter: 2, MsgIter: true, Action: roce.EventDrop, Source: "second"})
 	}
 	s := newSwitch(t, Config{Conns: []ConnMeta{conn}, Intents: intents})
 	var v Verdict

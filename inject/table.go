@@ -23,7 +23,7 @@ type Config struct {
 	TableCapacity int   // event table entries; 0 = DefaultTableCapacity
 	DumperWeights []int // smooth weighted round robin over the dumpers; empty = one dumper
 	// RewritePort, when not 0, is the UDP destination port of mirrored copies (the reference's
-	// rewrite-udp-dst-port, 9741 in its example); the dumper undoes the rewrite (trace.UndoRSS).
+	// rewrite-udp-dst-port, 9741 in its example); the dumper undoes the rewrite (roce.UndoRSS).
 	RewritePort uint16
 	Seed        uint64 // seeds the RSS source-port randomization of mirrored copies, nothing else
 	Ports       int    // host-facing ports: 0 or 2 (port 0 = requester side, 1 = responder side)
@@ -47,10 +47,10 @@ type Entry struct {
 	Nth    int        `json:"nth"`  // ack, nak and cnp: 0-based index among that kind
 	Iter   int        `json:"iter"` // 1-based round; 0 = any round
 	// MsgIter: Iter counts rounds within the packet's message (Intent.MsgIter).
-	MsgIter bool       `json:"msg_iter,omitempty"`
-	Action  ActionKind `json:"action"`
-	Source  string     `json:"source"`
-	Hits    uint64     `json:"hits"` // packets the entry matched so far
+	MsgIter bool           `json:"msg_iter,omitempty"`
+	Action  roce.EventType `json:"action"`
+	Source  string         `json:"source"`
+	Hits    uint64         `json:"hits"` // packets the entry matched so far
 }
 
 // entry is an installed action with its parameters resolved.
@@ -277,23 +277,23 @@ func (s *Switch) addIntent(i int, in *Intent) error {
 		return fmt.Errorf("%s: packet kind %d is unknown; expected data, ack, nak, cnp or read-req", src, in.Kind)
 	}
 	switch in.Action {
-	case ActDrop, ActECN, ActCorrupt:
-	case ActDelay:
+	case roce.EventDrop, roce.EventECN, roce.EventCorrupt:
+	case roce.EventDelay:
 		if in.DelayNs <= 0 {
 			return fmt.Errorf("%s: delay of %d ns; expected a positive duration", src, in.DelayNs)
 		}
 		e.delayNs = in.DelayNs
-	case ActReorder:
+	case roce.EventReorder:
 		if in.Behind < 1 || in.Behind > 1<<20 {
 			return fmt.Errorf("%s: reorder behind %d packets; expected 1..%d", src, in.Behind, 1<<20)
 		}
 		e.behind = in.Behind
-	case ActDuplicate:
+	case roce.EventDuplicate:
 		if in.Copies < 1 || in.Copies > 64 {
 			return fmt.Errorf("%s: duplicate with %d copies; expected 1..64 extra copies", src, in.Copies)
 		}
 		e.copies = in.Copies
-	case ActRewrite:
+	case roce.EventRewrite:
 		f, ok := rewriteFields[in.Field]
 		if !ok {
 			return fmt.Errorf("%s: rewrite field %q is unknown; expected migreq, se, pad, dscp or ecn", src, in.Field)

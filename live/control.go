@@ -8,34 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/roce"
 )
 
 // The control plane: a generator connects over TCP and sends one JSON line with its connections' runtime
 // metadata; the switch builds its logic from it, installs it, and answers one JSON line. A "ready" answer is
 // the start barrier, as the reference controller's echo is: no frame after it sees the old logic.
 
-// WireConn is one connection's metadata on the control plane.
-type WireConn struct {
-	Index         int        `json:"index"`
-	Verb          string     `json:"verb"`
-	ReqIP         netip.Addr `json:"req_ip"`
-	RespIP        netip.Addr `json:"resp_ip"`
-	ReqQPN        uint32     `json:"req_qpn"`
-	RespQPN       uint32     `json:"resp_qpn"`
-	ReqIPSN       uint32     `json:"req_ipsn"`
-	RespIPSN      uint32     `json:"resp_ipsn"`
-	PacketsPerMsg int        `json:"packets_per_msg"`
-	NumMsgs       int        `json:"num_msgs"`
-}
-
 // ControlMsg is what a generator sends.
 type ControlMsg struct {
-	Conns []WireConn `json:"conns"`
+	Conns []inject.ConnMeta `json:"conns"`
 }
 
 // ControlReply is the switch's answer.
@@ -45,35 +29,13 @@ type ControlReply struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// ToWire converts metadata for the control plane.
-func ToWire(cs []inject.ConnMeta) ControlMsg {
-	m := ControlMsg{Conns: make([]WireConn, len(cs))}
-	for i, c := range cs {
-		m.Conns[i] = WireConn{Index: c.Index, Verb: c.Verb, ReqIP: c.ReqIP, RespIP: c.RespIP, ReqQPN: c.ReqQPN,
-			RespQPN: c.RespQPN, ReqIPSN: uint32(c.ReqIPSN), RespIPSN: uint32(c.RespIPSN),
-			PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs}
-	}
-	return m
-}
-
-// Meta converts a control message back to the injector's metadata.
-func (m ControlMsg) Meta() []inject.ConnMeta {
-	out := make([]inject.ConnMeta, len(m.Conns))
-	for i, c := range m.Conns {
-		out[i] = inject.ConnMeta{Index: c.Index, Verb: c.Verb, ReqIP: c.ReqIP, RespIP: c.RespIP, ReqQPN: c.ReqQPN,
-			RespQPN: c.RespQPN, ReqIPSN: roce.PSN(c.ReqIPSN), RespIPSN: roce.PSN(c.RespIPSN),
-			PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs}
-	}
-	return out
-}
-
 // maxControlLine bounds one control message (64 k connections fit easily).
 const maxControlLine = 16 << 20
 
 // BuildFunc makes the switch logic from the metadata; InstallFunc puts it in the data path (Switch.Install).
 type (
-	BuildFunc   func(conns []inject.ConnMeta) (Logic, error)
-	InstallFunc func(ctx context.Context, l Logic) error
+	BuildFunc   func(conns []inject.ConnMeta) (inject.Logic, error)
+	InstallFunc func(ctx context.Context, l inject.Logic) error
 )
 
 // ServeControl accepts generators on ln until ctx is done. Each line a generator sends is one metadata message;
@@ -123,7 +85,7 @@ func handleControl(ctx context.Context, b []byte, build BuildFunc, install Insta
 	if err := dec.Decode(&m); err != nil {
 		return ControlReply{Error: fmt.Sprintf("decoding: %v; expected {\"conns\":[{\"index\":0,\"verb\":\"write\",\"req_ip\":...}]}", err)}
 	}
-	l, err := build(m.Meta())
+	l, err := build(m.Conns)
 	if err != nil {
 		return ControlReply{Error: fmt.Sprintf("building the switch: %v", err)}
 	}
@@ -158,7 +120,7 @@ func SendMetadata(ctx context.Context, addr string, conns []inject.ConnMeta) (Co
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(dl)
 	}
-	if err := json.NewEncoder(c).Encode(ToWire(conns)); err != nil {
+	if err := json.NewEncoder(c).Encode(ControlMsg{Conns: conns}); err != nil {
 		return ControlReply{}, fmt.Errorf("control plane %s: sending metadata: %w", addr, err)
 	}
 	var r ControlReply

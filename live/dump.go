@@ -171,7 +171,7 @@ func (d *Dumper) keep(w *dumpWorker, f []byte, wire int) {
 	w.arena = append(w.arena, f[:n]...)
 	b := w.arena[off : off+n]
 	if d.cfg.RewritePort != 0 {
-		if !trace.UndoRSS(b, d.cfg.RewritePort) {
+		if !roce.UndoRSS(b, d.cfg.RewritePort) {
 			w.arena = w.arena[:off]
 			w.other++
 			return
@@ -181,7 +181,7 @@ func (d *Dumper) keep(w *dumpWorker, f []byte, wire int) {
 		w.other++
 		return
 	}
-	m, ok := trace.DecodeMirror(b)
+	m, ok := roce.DecodeMirror(b)
 	if !ok {
 		w.arena = w.arena[:off]
 		w.other++

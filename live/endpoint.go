@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -56,7 +56,7 @@ type epQP struct {
 	// Requester traffic.
 	posted, completed int
 	postNs            []int64
-	res               netsim.ConnResult
+	res               lab.ConnResult
 	done              bool
 }
 
@@ -129,7 +129,7 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 		if q.Requester {
 			e.reqs++
 			ep.postNs = make([]int64, cfg.Traffic.MsgsPerConn)
-			ep.res = netsim.ConnResult{Verb: q.Verb, Status: netsim.StatusIncomplete}
+			ep.res = lab.ConnResult{Verb: q.Verb, Status: rnic.ConnIncomplete}
 		}
 		e.byQPN[c.LocalQPN] = i
 		e.qps = append(e.qps, ep)
@@ -309,7 +309,7 @@ func (e *Endpoint) complete(i int, c *rnic.Completion) {
 	}
 	q.res.LastCompletionNs = now
 	if q.completed == e.cfg.Traffic.MsgsPerConn {
-		q.res.Status = netsim.StatusOK
+		q.res.Status = rnic.ConnOK
 		e.finish(q)
 		return
 	}
@@ -395,8 +395,8 @@ func (e *Endpoint) send(q *epQP, p *rnic.Pkt) {
 }
 
 // Results returns the requester QPs' outcomes in QP order (responder QPs are skipped).
-func (e *Endpoint) Results() map[int]netsim.ConnResult {
-	out := map[int]netsim.ConnResult{}
+func (e *Endpoint) Results() map[int]lab.ConnResult {
+	out := map[int]lab.ConnResult{}
 	for _, q := range e.qps {
 		if q.Requester {
 			out[q.Conn] = q.res
@@ -417,10 +417,10 @@ func (e *Endpoint) DataStats() map[int][2]uint64 {
 }
 
 // Counters returns the NIC counters at the start of traffic and now, with the vendor's names.
-func (e *Endpoint) Counters() netsim.CounterSnapshot {
+func (e *Endpoint) Counters() lab.CounterSnapshot {
 	start := e.startCtr
 	if start == nil {
 		start = rnic.NewCounters(e.cfg.Profile).Snapshot()
 	}
-	return netsim.CounterSnapshot{Start: start, Finish: e.ctr.Snapshot()}
+	return lab.CounterSnapshot{Start: start, Finish: e.ctr.Snapshot()}
 }

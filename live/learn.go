@@ -7,7 +7,6 @@ import (
 
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/roce"
-	"github.com/lumina-go/lumina/trace"
 )
 
 // LearnConfig configures learning mode: events for traffic from generators that report no metadata.
@@ -120,15 +119,15 @@ func (l *Learner) Process(now int64, inPort int, frame []byte, v *inject.Verdict
 	v.Seq = l.seq
 	v.Dumper = l.wrr.Next()
 	l.perDump[v.Dumper]++
-	m := trace.Mirror{Event: trace.EventType(v.Event), Seq: l.seq, TimestampNs: uint64(now) & (1<<48 - 1)}
-	if err := trace.EncodeMirror(v.Mirror, m); err != nil {
+	m := roce.Mirror{Event: roce.EventType(v.Event), Seq: l.seq, TimestampNs: uint64(now) & (1<<48 - 1)}
+	if err := roce.EncodeMirror(v.Mirror, m); err != nil {
 		// Not IPv4: the metadata lives in the MACs only (inject wrote the event into the hop limit).
 		put48(v.Mirror[0:], m.TimestampNs)
 		put48(v.Mirror[6:], m.Seq)
 		return
 	}
 	if l.cfg.RewritePort != 0 {
-		_ = trace.RewriteRSS(v.Mirror, l.cfg.RewritePort, uint16(l.rng.Uint64()))
+		_ = roce.RewriteRSS(v.Mirror, l.cfg.RewritePort, uint16(l.rng.Uint64()))
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
@@ -22,7 +22,7 @@ import (
 
 // needNetns fails the test when it cannot build namespaces for a reason the machine can fix (not root, no ip
 // or ethtool), and skips it only when the kernel has no network namespaces at all.
-func needNetns(t *testing.T) {
+func needNetns(t testing.TB) {
 	t.Helper()
 	if _, err := os.Stat("/proc/self/ns/net"); errors.Is(err, os.ErrNotExist) {
 		t.Skip("this kernel has no network namespaces (CONFIG_NET_NS); the netns tests cannot run here")
@@ -43,7 +43,7 @@ var (
 )
 
 // rocev2 builds an RC WRITE ONLY frame requester -> responder.
-func rocev2(t *testing.T, qpn uint32, psn roce.PSN, payload int) []byte {
+func rocev2(t testing.TB, qpn uint32, psn roce.PSN, payload int) []byte {
 	t.Helper()
 	p := roce.Packet{EthDst: rspMAC, EthSrc: reqMAC, Version: roce.RoCEv2, TOS: 2, TTL: 64, IPFlags: 2,
 		SrcIP: reqIP, DstIP: respIP, UDPSrc: 0xc001, BTH: roce.BTH{Opcode: roce.RCWriteOnly, PKey: 0xffff,
@@ -70,7 +70,7 @@ type rig struct {
 	dumpDone chan error
 }
 
-func newRig(t *testing.T, logic Logic) *rig {
+func newRig(t testing.TB, logic inject.Logic) *rig {
 	t.Helper()
 	needNetns(t)
 	tb, err := NewTestbed(TestbedConfig{Tag: int(time.Now().UnixNano() % 1000)})
@@ -237,8 +237,8 @@ func TestNetnsForwardMirrorDump(t *testing.T) {
 		t.Fatalf("pcap holds %d packets; want %d", len(pkts), n)
 	}
 	for i, p := range pkts {
-		m, ok := trace.DecodeMirror(p)
-		if !ok || m.Seq != uint64(i+1) || m.Event != trace.EventNone {
+		m, ok := roce.DecodeMirror(p)
+		if !ok || m.Seq != uint64(i+1) || m.Event != roce.EventNone {
 			t.Fatalf("pcap packet %d: mirror %+v ok=%v; want seq %d, no event", i, m, ok, i+1)
 		}
 		if len(p) != 128 {
@@ -268,14 +268,14 @@ func TestNetnsControlPlaneDropByIter(t *testing.T) {
 	r := newRig(t, nil)
 	const ipsn, qpn = 5000, 0x42
 	meta := []inject.ConnMeta{{Index: 0, Verb: "write", ReqIP: reqIP, RespIP: respIP, ReqQPN: 0x41, RespQPN: qpn, ReqIPSN: ipsn}}
-	intents := []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 3, Iter: 2, Action: inject.ActDrop, Source: "test"}}
+	intents := []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 3, Iter: 2, Action: roce.EventDrop, Source: "test"}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go ServeControl(ctx, ln, func(cs []inject.ConnMeta) (Logic, error) {
+	go ServeControl(ctx, ln, func(cs []inject.ConnMeta) (inject.Logic, error) {
 		return inject.New(inject.Config{Conns: cs, Intents: intents})
 	}, r.sw.Install)
 	rep, err := SendMetadata(ctx, ln.Addr().String(), meta)
@@ -297,18 +297,18 @@ func TestNetnsControlPlaneDropByIter(t *testing.T) {
 		t.Fatalf("switch status %+v; want one drop by the one entry", st)
 	}
 	// The dropped packet is still mirrored, with event 1 (drop).
-	var events []trace.EventType
+	var events []roce.EventType
 	for _, p := range readPcap(t, path) {
-		m, _ := trace.DecodeMirror(p)
+		m, _ := roce.DecodeMirror(p)
 		events = append(events, m.Event)
 	}
-	if len(events) != 10 || events[7] != trace.EventDrop {
+	if len(events) != 10 || events[7] != roce.EventDrop {
 		t.Fatalf("mirrored events %v; want 10 copies, the 8th a drop", events)
 	}
 }
 
 func TestNetnsLearningAppliesRelativePSN(t *testing.T) {
-	l, err := NewLearner(LearnConfig{Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 2, Iter: 1, Action: inject.ActDrop}}})
+	l, err := NewLearner(LearnConfig{Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 2, Iter: 1, Action: roce.EventDrop}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,17 +347,17 @@ func TestNetnsSoftwareRNICWriteGoBackN(t *testing.T) {
 		t.Fatal(err)
 	}
 	const dropOff = 5
-	cfg := NetnsConfig{OutDir: t.TempDir(), Sim: netsim.Config{
+	cfg := NetnsConfig{OutDir: t.TempDir(), Sim: lab.Config{
 		Seed:      7,
-		Requester: netsim.HostConfig{Profile: prof, IPs: []netip.Addr{reqIP}},
-		Responder: netsim.HostConfig{Profile: prof, IPs: []netip.Addr{respIP}},
-		Traffic: netsim.TrafficConfig{Verb: "write", NumConns: 1, MsgsPerConn: 4, MsgSize: 4096, MTU: 1024,
+		Requester: lab.HostConfig{Profile: prof, IPs: []netip.Addr{reqIP}},
+		Responder: lab.HostConfig{Profile: prof, IPs: []netip.Addr{respIP}},
+		Traffic: lab.TrafficConfig{Verb: "write", NumConns: 1, MsgsPerConn: 4, MsgSize: 4096, MTU: 1024,
 			TxDepth: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7},
 		Dumpers:    1,
 		RunLimitNs: 10e9,
-		NewSwitch: func(cs []inject.ConnMeta) (netsim.SwitchLogic, error) {
+		NewSwitch: func(cs []inject.ConnMeta) (inject.Logic, error) {
 			return inject.New(inject.Config{Conns: cs, Intents: []inject.Intent{
-				{Conn: 0, Kind: inject.KindData, PSN: dropOff, Iter: 1, Action: inject.ActDrop}}})
+				{Conn: 0, Kind: inject.KindData, PSN: dropOff, Iter: 1, Action: roce.EventDrop}}})
 		},
 	}}
 	res, err := RunNetns(context.Background(), cfg)
@@ -365,7 +365,7 @@ func TestNetnsSoftwareRNICWriteGoBackN(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc := res.PerConn[0]
-	if pc.Status != netsim.StatusOK || pc.Completed != 4 || len(pc.MCTNs) != 4 {
+	if pc.Status != rnic.ConnOK || pc.Completed != 4 || len(pc.MCTNs) != 4 {
 		t.Fatalf("connection result %+v; want 4 messages completed", pc)
 	}
 	if res.Status.Injector == nil || res.Status.Injector.Dropped != 1 {
@@ -378,7 +378,7 @@ func TestNetnsSoftwareRNICWriteGoBackN(t *testing.T) {
 	var seen []int // data PSN offsets in mirror order
 	nak := -1
 	for i, f := range readPcap(t, res.Dumps[0].Path) {
-		m, _ := trace.DecodeMirror(f)
+		m, _ := roce.DecodeMirror(f)
 		if m.Seq != uint64(i+1) {
 			t.Fatalf("pcap packet %d has mirror seq %d; want %d (consecutive)", i, m.Seq, i+1)
 		}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -24,7 +24,7 @@ import (
 // NIC profiles, traffic, seed, number of dumpers, and NewSwitch, which builds the switch logic from the
 // metadata the generator reports over the control plane); the rest is what only a real run needs.
 type NetnsConfig struct {
-	Sim           netsim.Config
+	Sim           lab.Config
 	OutDir        string // dumper-<i>.pcap and dumper-<i>.stats.json are written here
 	SnapLen       int    // dumper snap length (0: 128)
 	RewritePort   uint16 // the RSS rewrite port the switch logic uses, for the dumpers to undo (0: none)
@@ -43,7 +43,7 @@ type DumpFile struct {
 // NetnsResult mirrors the simulator's result (per-connection outcomes, NIC counters, switch port counters)
 // plus the real switch's status and the dumpers' files and loss statistics.
 type NetnsResult struct {
-	netsim.Result
+	lab.Result
 	Status SwitchStatus
 	Dumps  []DumpFile
 }
@@ -63,19 +63,11 @@ type netnsConn struct {
 func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	sc := &cfg.Sim
 	t := &sc.Traffic
-	if sc.Requester.Profile == nil || sc.Responder.Profile == nil {
-		return nil, errors.New("netns run: both hosts need a NIC profile")
+	plan, err := PlanTraffic(sc)
+	if err != nil {
+		return nil, fmt.Errorf("netns run: %w", err)
 	}
-	if len(sc.Requester.IPs) == 0 || len(sc.Responder.IPs) == 0 {
-		return nil, errors.New("netns run: both hosts need an IP address")
-	}
-	nconn := t.NumConns
-	if t.Verb == "send_read" {
-		nconn = t.NumSendConns + t.NumReadConns
-	}
-	if nconn < 1 || t.MsgsPerConn < 1 {
-		return nil, fmt.Errorf("netns run: %d connections of %d messages; expected at least one of each", nconn, t.MsgsPerConn)
-	}
+	nconn := len(plan.Meta)
 	if cfg.OutDir == "" {
 		return nil, errors.New("netns run: no output directory for the dumps")
 	}
@@ -92,21 +84,8 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	}
 	defer tb.Close()
 
-	conns := planConns(sc, nconn)
-	meta := make([]inject.ConnMeta, nconn)
-	ppm := max(1, (t.MsgSize+t.MTU-1)/t.MTU)
-	for i, c := range conns {
-		meta[i] = inject.ConnMeta{Index: i, Verb: c.verb, ReqIP: c.reqIP, RespIP: c.respIP, ReqQPN: c.reqQPN,
-			RespQPN: c.respQPN, ReqIPSN: c.reqIPSN, RespIPSN: c.respIPSN, PacketsPerMsg: ppm, NumMsgs: t.MsgsPerConn}
-	}
-	reqMAC, respMAC := sc.Requester.MAC, sc.Responder.MAC
-	if reqMAC == [6]byte{} {
-		reqMAC = [6]byte{2, 0, 0, 0, 0, 2}
-	}
-	if respMAC == [6]byte{} {
-		respMAC = [6]byte{2, 0, 0, 0, 0, 3}
-	}
-	ring := RingConfig{FrameSize: frameSizeFor(t.MTU)}
+	meta := plan.Meta
+	ring := RingConfig{FrameSize: plan.Requester.FrameSize}
 
 	var sw *Switch
 	if err := InNetns(tb.Sw, func() (e error) {
@@ -128,7 +107,7 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 		}
 		defer dumps[i].Close()
 	}
-	req, resp, err := endpoints(sc, conns, tb, reqMAC, respMAC, ring)
+	req, resp, err := endpoints(sc, plan, tb)
 	if err != nil {
 		return nil, fmt.Errorf("netns run: %w", err)
 	}
@@ -140,7 +119,7 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns run: control plane: %w", err)
 	}
-	build := func(cs []inject.ConnMeta) (Logic, error) {
+	build := func(cs []inject.ConnMeta) (inject.Logic, error) {
 		if sc.NewSwitch != nil {
 			return sc.NewSwitch(cs)
 		}
@@ -211,11 +190,11 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	for k, v := range resp.DataStats() {
 		dataStats[k] = v
 	}
-	res.PerConn = make([]netsim.ConnResult, nconn)
+	res.PerConn = make([]lab.ConnResult, nconn)
 	for i := range res.PerConn {
 		r, ok := results[i]
 		if !ok {
-			r = netsim.ConnResult{Verb: conns[i].verb, Status: netsim.StatusIncomplete}
+			r = lab.ConnResult{Verb: meta[i].Verb, Status: rnic.ConnIncomplete}
 		}
 		r.DataPackets, r.Retransmissions = dataStats[i][0], dataStats[i][1]
 		res.PerConn[i] = r
@@ -225,7 +204,7 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	res.Counters.Responder = resp.Counters()
 	for p := range 2 {
 		ps := swStatus.Ports[p]
-		res.SwitchPorts[p] = netsim.SwitchPortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
+		res.SwitchPorts[p] = inject.PortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
 	}
 	if swStatus.Injector != nil {
 		res.Switch = swStatus.Injector
@@ -256,7 +235,7 @@ func frameSizeFor(mtu int) int {
 
 // planConns draws each connection's QPNs and initial PSNs from the seed (one stream per use, as the simulator
 // does, so the same seed gives the same connections).
-func planConns(sc *netsim.Config, n int) []netnsConn {
+func planConns(sc *lab.Config, n int) []netnsConn {
 	t := &sc.Traffic
 	qpnRng := rand.New(rand.NewPCG(sc.Seed, 0x71706e)) // "qpn"
 	psnRng := rand.New(rand.NewPCG(sc.Seed, 0x70736e)) // "psn"
@@ -304,41 +283,17 @@ func planConns(sc *netsim.Config, n int) []netnsConn {
 }
 
 // endpoints creates the requester's and the responder's software RNICs in their namespaces.
-func endpoints(sc *netsim.Config, conns []netnsConn, tb *Testbed, reqMAC, respMAC [6]byte, ring RingConfig) (*Endpoint, *Endpoint, error) {
-	t := &sc.Traffic
-	qpCfg := func(h *netsim.HostConfig, local, remote uint32, send, recv roce.PSN, seed string) rnic.QPConfig {
-		return rnic.QPConfig{LocalQPN: local, RemoteQPN: remote, SendPSN: send, RecvPSN: recv, MTU: t.MTU,
-			Timeout: t.Timeout, RetryCnt: t.RetryCnt, RNRRetry: t.RNRRetry, MaxRdAtomic: 1,
-			AdaptiveRetrans: h.AdaptiveRetrans, SlowRestart: h.SlowRestart, DCQCNRP: h.DCQCNRPEnable,
-			MigReq: h.Profile.MigReq, RNG: rand.New(rand.NewPCG(sc.Seed, uint64(len(seed))<<32|uint64(local)))}
-	}
-	var reqQPs, respQPs []EndpointQP
-	for i, c := range conns {
-		reqQPs = append(reqQPs, EndpointQP{Conn: i, Requester: true, Verb: c.verb, LocalIP: c.reqIP, PeerIP: c.respIP,
-			TOS: c.tos, QP: qpCfg(&sc.Requester, c.reqQPN, c.respQPN, c.reqIPSN, c.respIPSN, "requester")})
-		rq := EndpointQP{Conn: i, Verb: c.verb, LocalIP: c.respIP, PeerIP: c.reqIP, TOS: c.tos,
-			QP: qpCfg(&sc.Responder, c.respQPN, c.reqQPN, c.respIPSN, c.reqIPSN, "responder")}
-		if c.verb == "send" {
-			rq.RecvWQEs = t.RecvWQEs
-			if rq.RecvWQEs <= 0 {
-				rq.RecvWQEs = t.MsgsPerConn
-			}
-		}
-		respQPs = append(respQPs, rq)
-	}
-	traffic := TrafficSpec{MsgsPerConn: t.MsgsPerConn, MsgSize: t.MsgSize, TxDepth: t.TxDepth}
+func endpoints(sc *lab.Config, plan *Plan, tb *Testbed) (*Endpoint, *Endpoint, error) {
 	var req, resp *Endpoint
 	err := InNetns(tb.Req, func() (e error) {
-		req, e = NewEndpoint(EndpointConfig{Iface: HostIf, MAC: reqMAC, PeerMAC: respMAC, Profile: sc.Requester.Profile,
-			QPs: reqQPs, Traffic: traffic, Ring: ring})
+		req, e = NewEndpoint(plan.Requester.Config(HostIf, sc.Requester.Profile))
 		return e
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	err = InNetns(tb.Resp, func() (e error) {
-		resp, e = NewEndpoint(EndpointConfig{Iface: HostIf, MAC: respMAC, PeerMAC: reqMAC, Profile: sc.Responder.Profile,
-			QPs: respQPs, Ring: ring})
+		resp, e = NewEndpoint(plan.Responder.Config(HostIf, sc.Responder.Profile))
 		return e
 	})
 	if err != nil {

@@ -15,20 +15,13 @@ import (
 	"github.com/lumina-go/lumina/version"
 )
 
-// Logic is what the switch runs on every frame: an *inject.Switch, a *Learner, or any netsim.SwitchLogic. It
-// is called from one goroutine only.
-type Logic interface {
-	Process(now int64, inPort int, frame []byte, v *inject.Verdict)
-	Flush(now int64) []inject.Held
-}
-
 // SwitchConfig describes a real-time switch.
 type SwitchConfig struct {
 	Ports   [2]string // port 0 faces the requester, port 1 the responder
 	Dumpers []string  // mirror ports, indexed as Verdict.Dumper
 	// Logic runs until the control plane installs another; nil means an injector with no connections, which
 	// forwards everything and mirrors every RoCE frame over the dumpers in round robin.
-	Logic       Logic
+	Logic       inject.Logic
 	Ring        RingConfig // receive rings of the two ports (default: V2, low latency)
 	TxBatch     int        // frames per sendmmsg (0: DefaultTxBatch)
 	FlushIdleNs int64      // frames held by reorder events are released after this much silence (0: 100 ms)
@@ -100,7 +93,7 @@ func (q *delayQueue) Pop() any {
 }
 
 type installReq struct {
-	logic Logic
+	logic inject.Logic
 	done  chan struct{}
 }
 
@@ -111,7 +104,7 @@ type Switch struct {
 	rx      [2]*Ring
 	tx      [2]*Tx
 	dump    []*Tx
-	logic   Logic
+	logic   inject.Logic
 	v       inject.Verdict
 	st      SwitchStatus
 	start   time.Time
@@ -203,7 +196,7 @@ func (s *Switch) Close() error {
 
 // Install replaces the logic between two frames and returns once the data plane runs it, so that no frame
 // after the return sees the old logic (the control plane's barrier). It fails if Run is not running.
-func (s *Switch) Install(ctx context.Context, l Logic) error {
+func (s *Switch) Install(ctx context.Context, l inject.Logic) error {
 	req := installReq{logic: l, done: make(chan struct{})}
 	select {
 	case s.install <- req:

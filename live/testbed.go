@@ -107,7 +107,7 @@ func (t *Testbed) build(mtu int) error {
 	return nil
 }
 
-// offloadOff turns TX checksum offload off (ecosystem.md §4: veth hands AF_PACKET partial checksums) and the
+// offloadOff turns TX checksum offload off (a veth hands AF_PACKET frames with partial checksums) and the
 // segmentation offloads that would hand the switch frames larger than the MTU.
 func offloadOff(ns, ifname string) error {
 	return sh("ip", "netns", "exec", ns, "ethtool", "-K", ifname, "tx", "off", "rx", "off", "tso", "off",

@@ -11,7 +11,6 @@ import (
 
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/roce"
-	"github.com/lumina-go/lumina/trace"
 )
 
 // block builds a V3 block holding frames, laid out as the kernel does.
@@ -130,8 +129,8 @@ func frameFor(t *testing.T, src, dst string, op roce.Opcode, qpn uint32, psn roc
 
 func TestLearnerLearnsFirstPSNAndKeepsGlobalMirrorOrder(t *testing.T) {
 	l, err := NewLearner(LearnConfig{DumperWeights: []int{1, 1}, RewritePort: 9741, Intents: []inject.Intent{
-		{Conn: 0, Kind: inject.KindData, PSN: 1, Iter: 1, Action: inject.ActDrop},
-		{Conn: 1, Kind: inject.KindData, PSN: 0, Iter: 2, Action: inject.ActECN},
+		{Conn: 0, Kind: inject.KindData, PSN: 1, Iter: 1, Action: roce.EventDrop},
+		{Conn: 1, Kind: inject.KindData, PSN: 0, Iter: 2, Action: roce.EventECN},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -141,14 +140,14 @@ func TestLearnerLearnsFirstPSNAndKeepsGlobalMirrorOrder(t *testing.T) {
 		f       []byte
 		forward bool
 		conn    int
-		event   inject.ActionKind
+		event   roce.EventType
 	}
 	steps := []step{
 		{frameFor(t, "10.0.0.1", "10.0.0.2", roce.RCWriteMiddle, 5, 100), true, 0, 0}, // learned: IPSN 100
 		{frameFor(t, "10.0.0.1", "10.0.0.2", roce.RCAcknowledge, 5, 100), true, 0, 0}, // not data
-		{frameFor(t, "10.0.0.1", "10.0.0.2", roce.RCWriteMiddle, 5, 101), false, 0, inject.ActDrop},
+		{frameFor(t, "10.0.0.1", "10.0.0.2", roce.RCWriteMiddle, 5, 101), false, 0, roce.EventDrop},
 		{frameFor(t, "10.0.0.3", "10.0.0.2", roce.RCSendOnly, 9, 7), true, 1, 0},             // second connection
-		{frameFor(t, "10.0.0.3", "10.0.0.2", roce.RCSendOnly, 9, 7), true, 1, inject.ActECN}, // round 2
+		{frameFor(t, "10.0.0.3", "10.0.0.2", roce.RCSendOnly, 9, 7), true, 1, roce.EventECN}, // round 2
 		{frameFor(t, "10.0.0.2", "10.0.0.1", roce.RCAcknowledge, 77, 7), true, -1, 0},        // unknown: not learned
 	}
 	for i, s := range steps {
@@ -160,11 +159,11 @@ func TestLearnerLearnsFirstPSNAndKeepsGlobalMirrorOrder(t *testing.T) {
 			t.Fatalf("step %d: mirror seq %d dumper %d; want %d and %d (one global sequence, round robin)", i, v.Seq, v.Dumper, i+1, i%2)
 		}
 		m := append([]byte(nil), v.Mirror...)
-		if !trace.UndoRSS(m, 9741) {
+		if !roce.UndoRSS(m, 9741) {
 			t.Fatalf("step %d: mirrored copy is not RSS-rewritten", i)
 		}
-		md, ok := trace.DecodeMirror(m)
-		if !ok || md.Seq != v.Seq || md.TimestampNs != uint64(i*1000) || md.Event != trace.EventType(s.event) {
+		md, ok := roce.DecodeMirror(m)
+		if !ok || md.Seq != v.Seq || md.TimestampNs != uint64(i*1000) || md.Event != roce.EventType(s.event) {
 			t.Fatalf("step %d: metadata %+v; want seq %d ts %d event %v", i, md, v.Seq, i*1000, s.event)
 		}
 	}
@@ -182,7 +181,7 @@ func TestLearnerLearnsFirstPSNAndKeepsGlobalMirrorOrder(t *testing.T) {
 }
 
 func TestLearnerRejectsNonDataIntents(t *testing.T) {
-	_, err := NewLearner(LearnConfig{Intents: []inject.Intent{{Conn: 0, Kind: inject.KindNAK, Action: inject.ActDrop, Source: "scn.yaml:12"}}})
+	_, err := NewLearner(LearnConfig{Intents: []inject.Intent{{Conn: 0, Kind: inject.KindNAK, Action: roce.EventDrop, Source: "scn.yaml:12"}}})
 	if err == nil || !strings.Contains(err.Error(), "scn.yaml:12") || !strings.Contains(err.Error(), "nak") {
 		t.Fatalf("error %v; want one naming the intent and the kind", err)
 	}
@@ -195,10 +194,10 @@ func TestControlPlane(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var installed []Logic
-	go ServeControl(ctx, ln, func(cs []inject.ConnMeta) (Logic, error) {
-		return inject.New(inject.Config{Conns: cs, Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 2, Action: inject.ActDrop}}})
-	}, func(_ context.Context, l Logic) error { installed = append(installed, l); return nil })
+	var installed []inject.Logic
+	go ServeControl(ctx, ln, func(cs []inject.ConnMeta) (inject.Logic, error) {
+		return inject.New(inject.Config{Conns: cs, Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 2, Action: roce.EventDrop}}})
+	}, func(_ context.Context, l inject.Logic) error { installed = append(installed, l); return nil })
 	meta := []inject.ConnMeta{{Index: 0, Verb: "write", ReqIP: mustAddr("10.0.0.1"), RespIP: mustAddr("10.0.0.2"), ReqQPN: 3, RespQPN: 4, ReqIPSN: 77}}
 	rep, err := SendMetadata(ctx, ln.Addr().String(), meta)
 	if err != nil || !rep.Ready || rep.Entries != 1 || len(installed) != 1 {

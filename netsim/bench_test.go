@@ -3,11 +3,13 @@ package netsim
 import (
 	"testing"
 	"time"
+
+	"github.com/lumina-go/lumina/lab"
 )
 
 // lineRateConfig is two cx6dx hosts at 100 Gb/s, one connection streaming 1 MB WRITEs with 4 outstanding,
 // enough messages for simNs of simulated time.
-func lineRateConfig(b testing.TB, simNs int64) Config {
+func lineRateConfig(b testing.TB, simNs int64) lab.Config {
 	cfg := baseConfig(b, "cx6dx", "cx6dx")
 	cfg.Traffic.MsgSize = 1 << 20
 	cfg.Traffic.TxDepth = 4

@@ -4,12 +4,13 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 )
 
 // cnpsPerConn counts the CNPs seen at the switch per connection (by destination QP) and checks their format
 // (nic-behaviors.md §1).
-func cnpsPerConn(t *testing.T, res *Result, c *capture) ([]int, []int64) {
+func cnpsPerConn(t *testing.T, res *lab.Result, c *capture) ([]int, []int64) {
 	t.Helper()
 	n := make([]int, len(res.Conns))
 	var ts []int64

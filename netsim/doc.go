@@ -24,13 +24,7 @@
 //     the tail, chosen by strict priority then ETS (start-time fair queueing by weight; on cards whose ETS is
 //     not work-conserving each class in use is capped at its share), each QP paced at its DCQCN rate.
 //
-// RunWorkload is a second, coarser model for Collie-style workloads (micro*.go): no frames on a wire format,
-// but every resource a request crosses inside the NIC, from the profile's micro section (rnic.MicroArch) —
-// doorbells and WQE reads over PCIe, processing units with QP-context and translation caches whose misses
-// are PCIe reads, payload DMA bounded by read tags and bandwidth, a shared packet processor (receive, ACK
-// generation, transmit), the receive-WQE cache with prefetch, the RX buffer with PFC XOFF/XON toward a
-// lossless switch, PCIe ordering, host topology and loopback. Anomalies emerge from load on these resources;
-// no rule looks at the workload. Profiles without a micro section run exactly as before.
+// The coarser model for Collie-style workloads, which has no frames on a wire format, is package micro.
 //
 // The profile's delays are the NIC's own; measured at the switch, as the paper did, they add the testbed's
 // round trip (switch pipeline, serialization and propagation: about 0.6 us at 100 Gb/s).

@@ -9,35 +9,11 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/lab"
+	"github.com/lumina-go/lumina/micro"
+	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
-
-func TestEventOrder(t *testing.T) {
-	var q eventQueue
-	r := rand.New(rand.NewPCG(1, 2))
-	type key struct{ at, id int64 }
-	var want []key
-	for i := 0; i < 2000; i++ {
-		at := int64(r.IntN(50)) // many ties
-		q.push(event{at: at, aux: int32(i)})
-		want = append(want, key{at, int64(i)})
-	}
-	// Expected total order: time, then insertion order.
-	for i := 1; i < len(want); i++ {
-		for j := i; j > 0 && (want[j].at < want[j-1].at); j-- {
-			want[j], want[j-1] = want[j-1], want[j]
-		}
-	}
-	for i, w := range want {
-		e := q.pop()
-		if e.at != w.at || int64(e.aux) != w.id {
-			t.Fatalf("pop %d: (%d, %d): want (%d, %d)", i, e.at, e.aux, w.at, w.id)
-		}
-	}
-	if q.len() != 0 {
-		t.Fatalf("%d events left: want 0", q.len())
-	}
-}
 
 func TestSubSeedIndependent(t *testing.T) {
 	a, b := SubSeed(7, "qpn/requester"), SubSeed(7, "qpn/responder")
@@ -50,7 +26,7 @@ func TestSubSeedIndependent(t *testing.T) {
 }
 
 // traceHash runs cfg and hashes every mirrored frame with its timestamp and dumper.
-func traceHash(t *testing.T, cfg Config) ([32]byte, int) {
+func traceHash(t *testing.T, cfg lab.Config) ([32]byte, int) {
 	h := sha256.New()
 	n := 0
 	cfg.Dump = func(d int, ts int64, f []byte) {
@@ -72,7 +48,7 @@ func TestDeterminism(t *testing.T) {
 	cfg.Traffic.MsgsPerConn = 5
 	cfg.Traffic.MsgSize = 20 * 1024
 	cfg.Traffic.TxDepth = 2
-	mk := func() func([]inject.ConnMeta) (SwitchLogic, error) {
+	mk := func() func([]inject.ConnMeta) (inject.Logic, error) {
 		return newTestSwitch(&rule{conn: 1, psnOff: 7, action: tDrop, times: 1}, &rule{conn: 2, every: 9, action: tECN})
 	}
 	cfg.NewSwitch = mk()
@@ -106,18 +82,18 @@ func TestRunLimit(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	cases := []struct {
-		mod  func(*Config)
+		mod  func(*lab.Config)
 		want string
 	}{
-		{func(c *Config) { c.Traffic.Verb = "atomic" }, `verb "atomic"`},
-		{func(c *Config) { c.Traffic.MTU = 1500 }, "mtu 1500"},
-		{func(c *Config) { c.Traffic.Barrier, c.Traffic.TxDepth = true, 4 }, "barrier needs tx-depth 1"},
-		{func(c *Config) { c.Requester.Profile = nil }, "requester: no NIC profile"},
-		{func(c *Config) { c.Responder.IPs = nil }, "responder: no IP address"},
-		{func(c *Config) { c.Traffic.MsgsPerConn = 0 }, "messages per connection 0"},
-		{func(c *Config) { c.Traffic.DSCPList = []int{3, 64} }, "dscp-list[1] = 64"},
-		{func(c *Config) { c.Link.PropagationNs = -1 }, "propagation -1"},
-		{func(c *Config) { c.Link.LossProb = 1.5 }, "loss probability 1.5"},
+		{func(c *lab.Config) { c.Traffic.Verb = "atomic" }, `verb "atomic"`},
+		{func(c *lab.Config) { c.Traffic.MTU = 1500 }, "mtu 1500"},
+		{func(c *lab.Config) { c.Traffic.Barrier, c.Traffic.TxDepth = true, 4 }, "barrier needs tx-depth 1"},
+		{func(c *lab.Config) { c.Requester.Profile = nil }, "requester: no NIC profile"},
+		{func(c *lab.Config) { c.Responder.IPs = nil }, "responder: no IP address"},
+		{func(c *lab.Config) { c.Traffic.MsgsPerConn = 0 }, "messages per connection 0"},
+		{func(c *lab.Config) { c.Traffic.DSCPList = []int{3, 64} }, "dscp-list[1] = 64"},
+		{func(c *lab.Config) { c.Link.PropagationNs = -1 }, "propagation -1"},
+		{func(c *lab.Config) { c.Link.LossProb = 1.5 }, "loss probability 1.5"},
 	}
 	for _, tc := range cases {
 		cfg := baseConfig(t, "cx5", "cx5")
@@ -169,7 +145,7 @@ func TestZeroPayloadICRC(t *testing.T) {
 
 // TestParallelRuns: independent runs share no state, so concurrent runs give the traces a lone run gives.
 func TestParallelRuns(t *testing.T) {
-	mk := func() Config {
+	mk := func() lab.Config {
 		cfg := baseConfig(t, "cx6dx", "cx6dx")
 		cfg.Traffic.NumConns = 2
 		cfg.Traffic.MsgsPerConn = 3
@@ -232,7 +208,7 @@ func TestRandomConfigs(t *testing.T) {
 			continue
 		}
 		for k, pc := range res.PerConn {
-			if pc.Status == StatusIncomplete || (pc.Status == StatusOK && pc.Completed != cfg.Traffic.MsgsPerConn) {
+			if pc.Status == rnic.ConnIncomplete || (pc.Status == rnic.ConnOK && pc.Completed != cfg.Traffic.MsgsPerConn) {
 				t.Fatalf("case %d connection %d: %+v", i, k, pc)
 			}
 		}
@@ -243,18 +219,26 @@ func TestRandomConfigs(t *testing.T) {
 }
 
 // TestDefaultSwitchFastPath: the switch node's in-place mirroring for DefaultSwitch gives the trace that
-// DefaultSwitch.Process gives through the generic SwitchLogic path.
+// DefaultSwitch.Process gives through the generic inject.Logic path.
 func TestDefaultSwitchFastPath(t *testing.T) {
 	cfg := baseConfig(t, "cx5", "cx5")
 	cfg.Traffic.NumConns = 3
 	cfg.Traffic.MsgsPerConn = 3
 	cfg.Dumpers = 3
 	fast, n := traceHash(t, cfg)
-	cfg.NewSwitch = func([]inject.ConnMeta) (SwitchLogic, error) {
+	cfg.NewSwitch = func([]inject.ConnMeta) (inject.Logic, error) {
 		return struct{ *DefaultSwitch }{NewDefaultSwitch(3)}, nil
 	}
 	generic, m := traceHash(t, cfg)
 	if fast != generic || n != m || n == 0 {
 		t.Fatalf("fast path %d frames %x, generic %d frames %x: want identical", n, fast[:8], m, generic[:8])
+	}
+}
+
+// The micro-architecture model describes the same testbed by default.
+func TestMicroDefaultsMatch(t *testing.T) {
+	if micro.DefaultPropagationNs != DefaultPropagationNs || micro.DefaultSwitchLatencyNs != DefaultSwitchLatencyNs {
+		t.Errorf("micro's testbed defaults %d/%d ns differ from netsim's %d/%d ns", micro.DefaultPropagationNs,
+			micro.DefaultSwitchLatencyNs, DefaultPropagationNs, DefaultSwitchLatencyNs)
 	}
 }

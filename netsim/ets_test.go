@@ -1,6 +1,11 @@
 package netsim
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/lumina-go/lumina/lab"
+	"github.com/lumina-go/lumina/rnic"
+)
 
 // etsRun is seed 000 §6.2.1: two QPs; QP0's every 50th packet ECN-marked so that DCQCN slows it; with twoTCs
 // the QPs sit in two ETS classes of equal weight, else in one class. It returns both QPs' goodput.
@@ -14,18 +19,18 @@ func etsRun(t *testing.T, card string, twoTCs, ecn bool) (g0, g1 float64) {
 	cfg.Requester.DCQCNRPEnable = true
 	cfg.Responder.DCQCNNPEnable = true
 	if twoTCs {
-		cfg.Requester.ETS = ETSConfig{DSCPToTC: map[int]int{10: 0, 20: 1},
-			Classes: []TrafficClass{{TC: 0, Weight: 50}, {TC: 1, Weight: 50}}}
+		cfg.Requester.ETS = lab.ETSConfig{DSCPToTC: map[int]int{10: 0, 20: 1},
+			Classes: []lab.TrafficClass{{TC: 0, Weight: 50}, {TC: 1, Weight: 50}}}
 	} else {
-		cfg.Requester.ETS = ETSConfig{DSCPToTC: map[int]int{10: 0, 20: 0},
-			Classes: []TrafficClass{{TC: 0, Weight: 50}, {TC: 1, Weight: 50}}}
+		cfg.Requester.ETS = lab.ETSConfig{DSCPToTC: map[int]int{10: 0, 20: 0},
+			Classes: []lab.TrafficClass{{TC: 0, Weight: 50}, {TC: 1, Weight: 50}}}
 	}
 	if ecn {
 		cfg.NewSwitch = newTestSwitch(&rule{conn: 0, every: 50, action: tECN})
 	}
 	res, _ := run(t, cfg)
 	for k, pc := range res.PerConn {
-		if pc.Status != StatusOK {
+		if pc.Status != rnic.ConnOK {
 			t.Fatalf("connection %d: status %s", k, pc.Status)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/rnic"
 )
@@ -14,18 +15,18 @@ func ExampleRun() {
 	if err != nil {
 		panic(err)
 	}
-	host := func(ip string, mac byte) netsim.HostConfig {
-		return netsim.HostConfig{Profile: prof, IPs: []netip.Addr{netip.MustParseAddr(ip)}, MAC: [6]byte{2, 0, 0, 0, 0, mac},
+	host := func(ip string, mac byte) lab.HostConfig {
+		return lab.HostConfig{Profile: prof, IPs: []netip.Addr{netip.MustParseAddr(ip)}, MAC: [6]byte{2, 0, 0, 0, 0, mac},
 			DCQCNRPEnable: true, DCQCNNPEnable: true}
 	}
 	frames := 0
-	res, err := netsim.Run(netsim.Config{
+	res, err := netsim.Run(lab.Config{
 		Seed:            42,
 		Requester:       host("10.0.0.2", 2),
 		Responder:       host("10.0.0.1", 1),
-		Link:            netsim.LinkConfig{PropagationNs: netsim.DefaultPropagationNs},
+		Link:            lab.LinkConfig{PropagationNs: netsim.DefaultPropagationNs},
 		SwitchLatencyNs: netsim.DefaultSwitchLatencyNs,
-		Traffic: netsim.TrafficConfig{Verb: "write", NumConns: 1, MsgsPerConn: 1, MsgSize: 10240, MTU: 1024,
+		Traffic: lab.TrafficConfig{Verb: "write", NumConns: 1, MsgsPerConn: 1, MsgSize: 10240, MTU: 1024,
 			TxDepth: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7},
 		Dump: func(dumper int, ts int64, frame []byte) { frames++ },
 	})

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -18,21 +19,21 @@ func mustProfile(t testing.TB, name string) *rnic.Profile {
 }
 
 // baseConfig is the paper's testbed: two hosts cabled to one switch, 1 KB MTU, one connection.
-func baseConfig(t testing.TB, req, resp string) Config {
+func baseConfig(t testing.TB, req, resp string) lab.Config {
 	t.Helper()
 	rp, sp := mustProfile(t, req), mustProfile(t, resp)
-	host := func(p *rnic.Profile, ip string, mac byte) HostConfig {
-		return HostConfig{Profile: p, IPs: []netip.Addr{netip.MustParseAddr(ip)}, MAC: [6]byte{2, 0, 0, 0, 0, mac},
+	host := func(p *rnic.Profile, ip string, mac byte) lab.HostConfig {
+		return lab.HostConfig{Profile: p, IPs: []netip.Addr{netip.MustParseAddr(ip)}, MAC: [6]byte{2, 0, 0, 0, 0, mac},
 			AdaptiveRetrans: false, SlowRestart: p.Defaults.SlowRestart, DCQCNRPEnable: p.Defaults.DCQCNRPEnable,
 			DCQCNNPEnable: p.Defaults.DCQCNNPEnable}
 	}
-	return Config{
+	return lab.Config{
 		Seed:            1,
 		Requester:       host(rp, "10.0.0.2", 2),
 		Responder:       host(sp, "10.0.0.1", 1),
-		Link:            LinkConfig{PropagationNs: DefaultPropagationNs},
+		Link:            lab.LinkConfig{PropagationNs: DefaultPropagationNs},
 		SwitchLatencyNs: DefaultSwitchLatencyNs,
-		Traffic: TrafficConfig{Verb: "write", NumConns: 1, MsgsPerConn: 1, MsgSize: 10240, MTU: 1024, TxDepth: 1,
+		Traffic: lab.TrafficConfig{Verb: "write", NumConns: 1, MsgsPerConn: 1, MsgSize: 10240, MTU: 1024, TxDepth: 1,
 			Timeout: 14, RetryCnt: 7, RNRRetry: 7},
 		Dumpers: 2,
 	}
@@ -60,7 +61,7 @@ func (c *capture) decode(t testing.TB, i int) *roce.Packet {
 	return &p
 }
 
-func run(t testing.TB, cfg Config) (*Result, *capture) {
+func run(t testing.TB, cfg lab.Config) (*lab.Result, *capture) {
 	t.Helper()
 	c := &capture{}
 	cfg.Dump = c.dump

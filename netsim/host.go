@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
+	"github.com/lumina-go/lumina/internal/des"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -43,7 +45,7 @@ type qpState struct {
 	// Frame templates by (opcode, payload length).
 	tmpls    []template
 	nextTmpl int
-	// Statistics for ConnResult.
+	// Statistics for lab.ConnResult.
 	dataPkts, retrans uint64
 }
 
@@ -67,7 +69,7 @@ type host struct {
 	id      int32
 	name    string
 	prof    *rnic.Profile
-	cfg     *HostConfig
+	cfg     *lab.HostConfig
 	ctr     *rnic.Counters
 	np      *rnic.NP
 	rng     *rand.Rand
@@ -82,8 +84,8 @@ type host struct {
 	order   []int32 // strict classes by descending TC, then ETS classes
 	vtime   float64
 
-	ctrlQ      ring
-	pipe       ring
+	ctrlQ      des.Ring[int32]
+	pipe       des.Ring[int32]
 	pipeBytes  int
 	pipeCap    int
 	pipeCapB   int
@@ -99,45 +101,27 @@ type host struct {
 	stallUntil int64
 	zops       *zeroOps
 	// Slow paths: completion times of queued items (FIFO single server).
-	noisyDone ring64
-	apmDone   ring64
+	noisyDone des.Ring[int64]
+	apmDone   des.Ring[int64]
 }
 
-// ring64 is a small FIFO of times.
-type ring64 struct {
-	buf        []int64
-	head, size int
-}
-
-func (r *ring64) push(v int64) {
-	if r.size == len(r.buf) {
-		n := make([]int64, 2*len(r.buf)+8)
-		for i := 0; i < r.size; i++ {
-			n[i] = r.buf[(r.head+i)%len(r.buf)]
-		}
-		r.buf, r.head = n, 0
+// expire drops the slow-path items done by now from a FIFO of completion times and returns the backlog and
+// the time the last queued item finishes.
+func expire(r *des.Ring[int64], now int64) (backlog int, lastDone int64) {
+	for r.Len() > 0 && r.Front() <= now {
+		r.Pop()
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = v
-	r.size++
-}
-
-// expire drops the items done by now and returns the backlog and the time the last queued item finishes.
-func (r *ring64) expire(now int64) (backlog int, lastDone int64) {
-	for r.size > 0 && r.buf[r.head] <= now {
-		r.head = (r.head + 1) % len(r.buf)
-		r.size--
-	}
-	if r.size == 0 {
+	if r.Len() == 0 {
 		return 0, now
 	}
-	return r.size, r.buf[(r.head+r.size-1)%len(r.buf)]
+	return r.Len(), r.Back()
 }
 
 // setupClasses builds the egress classes from the ETS configuration.
 func (h *host) setupClasses() {
 	cl := h.cfg.ETS.Classes
 	if len(cl) == 0 {
-		cl = []TrafficClass{{TC: 0, Weight: 1}}
+		cl = []lab.TrafficClass{{TC: 0, Weight: 1}}
 	}
 	h.classes = make([]tcState, len(cl))
 	for i, c := range cl {
@@ -269,7 +253,7 @@ func (h *host) fill(s *sim) {
 	}
 	h.filling = true
 	var wake int64 = -1
-	for h.pipe.size < h.pipeCap && (h.pipeCapB == 0 || h.pipeBytes < h.pipeCapB) {
+	for h.pipe.Len() < h.pipeCap && (h.pipeCapB == 0 || h.pipeBytes < h.pipeCapB) {
 		qi, ci, w := h.pick(s.now)
 		wake = w
 		if qi < 0 {
@@ -292,9 +276,9 @@ func (h *host) fill(s *sim) {
 		if h.pkt.Opcode.IsReadRequest() && qs.holdReadReq {
 			// A READ re-request after a response gap leaves after the read NAK generation delay.
 			qs.holdReadReq = false
-			s.q.push(event{at: max(qs.holdUntil, s.now), kind: evHeldTx, obj: h.id, arg: slot})
+			s.q.Push(des.Event{At: max(qs.holdUntil, s.now), Kind: evHeldTx, Obj: h.id, Arg: slot})
 		} else {
-			h.pipe.push(slot)
+			h.pipe.Push(slot)
 			h.pipeBytes += n
 		}
 		if h.pkt.Opcode.CarriesPayload() {
@@ -318,9 +302,9 @@ func (h *host) fill(s *sim) {
 	}
 	h.filling = false
 	h.trySend(s)
-	if wake >= 0 && h.pipe.size < h.pipeCap && (h.kickAt <= s.now || wake < h.kickAt) {
+	if wake >= 0 && h.pipe.Len() < h.pipeCap && (h.kickAt <= s.now || wake < h.kickAt) {
 		h.kickAt = wake
-		s.q.push(event{at: wake, kind: evHostKick, obj: h.id})
+		s.q.Push(des.Event{At: wake, Kind: evHostKick, Obj: h.id})
 	}
 }
 
@@ -347,10 +331,10 @@ func (h *host) controlPacket(s *sim, qs *qpState) bool {
 	at := max(s.now+hold, qs.ctrlReadyAt)
 	qs.ctrlReadyAt = at
 	if at == s.now {
-		h.ctrlQ.push(slot)
+		h.ctrlQ.Push(slot)
 		return true
 	}
-	s.q.push(event{at: at, kind: evHostCtrl, obj: h.id, arg: slot})
+	s.q.Push(des.Event{At: at, Kind: evHostCtrl, Obj: h.id, Arg: slot})
 	return true
 }
 
@@ -361,10 +345,10 @@ func (h *host) trySend(s *sim) {
 	}
 	var slot int32
 	switch {
-	case h.ctrlQ.size > 0:
-		slot = h.ctrlQ.pop()
-	case h.pipe.size > 0:
-		slot = h.pipe.pop()
+	case h.ctrlQ.Len() > 0:
+		slot = h.ctrlQ.Pop()
+	case h.pipe.Len() > 0:
+		slot = h.pipe.Pop()
 		h.pipeBytes -= len(s.frames.bufs[slot])
 	default:
 		return
@@ -483,11 +467,11 @@ func (h *host) sendCNP(s *sim, qs *qpState, delay int64) {
 	at := max(s.now+delay, qs.ctrlReadyAt)
 	qs.ctrlReadyAt = at
 	if at == s.now {
-		h.ctrlQ.push(slot)
+		h.ctrlQ.Push(slot)
 		h.trySend(s)
 		return
 	}
-	s.q.push(event{at: at, kind: evHostCtrl, obj: h.id, arg: slot})
+	s.q.Push(des.Event{At: at, Kind: evHostCtrl, Obj: h.id, Arg: slot})
 }
 
 // arrive is a frame's last bit reaching the NIC: port counters, slow paths, ICRC, ECN, then the receive
@@ -550,14 +534,14 @@ func (h *host) arrive(s *sim, f int32) {
 	if a := &h.prof.APM; a.Enabled && !m.MigReq && op.IsRequest() &&
 		(!a.FirstMessageOnly || h.inFirstMessage(qs, m.PSN)) {
 		// cx5's path-migration slow path for MigReq=0 requests: one server, a bounded queue, discards past it.
-		backlog, last := h.apmDone.expire(s.now)
+		backlog, last := expire(&h.apmDone, s.now)
 		if backlog >= a.QueueLimit {
 			h.ctr.Inc(rnic.CtrRxDiscardsPhy, 1)
 			s.frames.put(f)
 			return
 		}
 		done := max(last, s.now) + a.ServiceNs
-		h.apmDone.push(done)
+		h.apmDone.Push(done)
 		delay += done - s.now
 	}
 	if op.IsAck() && m.AETH.IsNAK() && !qs.dataSink {
@@ -572,7 +556,7 @@ func (h *host) arrive(s *sim, f int32) {
 		h.rxReady(s, f, qi)
 		return
 	}
-	s.q.push(event{at: at, kind: evHostRxReady, obj: h.id, arg: f, aux: qi})
+	s.q.Push(des.Event{At: at, Kind: evHostRxReady, Obj: h.id, Arg: f, Aux: qi})
 }
 
 // inFirstMessage reports whether a request PSN lies in the first message of the QP's receive PSN space.
@@ -610,7 +594,7 @@ func (h *host) handleOut(s *sim, qs *qpState) {
 		// re-arming on every ACK does not fill the queue with stale timers.
 		if qs.timerEv[k] < 0 || at < qs.timerEv[k] {
 			qs.timerEv[k] = at
-			s.q.push(event{at: at, kind: evQPTimer, obj: h.id, arg: qs.idx, aux: int32(k)})
+			s.q.Push(des.Event{At: at, Kind: evQPTimer, Obj: h.id, Arg: qs.idx, Aux: int32(k)})
 		}
 	}
 	if o.NAKSent {
@@ -643,9 +627,9 @@ func (h *host) readGap(s *sim, qs *qpState) {
 	qs.holdReadReq = true
 	qs.holdUntil = s.now + max(tm.ReadNAKGenerationNs-tm.RxProcessingNs, 0)
 	if n := &h.prof.Noisy; n.Enabled {
-		backlog, last := h.noisyDone.expire(s.now)
+		backlog, last := expire(&h.noisyDone, s.now)
 		done := max(last, s.now) + n.ServiceNs
-		h.noisyDone.push(done)
+		h.noisyDone.Push(done)
 		if backlog+1 > n.BacklogThreshold && backlog <= n.BacklogThreshold {
 			// Crossing the threshold stalls the receive pipeline once; a backlog that stays high does not
 			// stall it again (seed 000 §6.2.2 counted ~107 discards at i=12, about one stall at 40 Gb/s).
@@ -670,7 +654,7 @@ func (h *host) timer(s *sim, qi int32, k int32) {
 		return
 	case at > s.now:
 		qs.timerEv[k] = at
-		s.q.push(event{at: at, kind: evQPTimer, obj: h.id, arg: qi, aux: k})
+		s.q.Push(des.Event{At: at, Kind: evQPTimer, Obj: h.id, Arg: qi, Aux: k})
 		return
 	}
 	qs.timerAt[k] = -1

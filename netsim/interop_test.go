@@ -4,18 +4,20 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/lab"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // interopRun is seed 000 §6.2.3: 16 QPs each sending five 100 KB SENDs from req to resp, no events (or, with
 // fixMigReq, MigReq rewritten to 1 by the switch). It returns the result and the responder's rx_discards_phy.
-func interopRun(t *testing.T, req, resp string, fixMigReq bool) (*Result, uint64) {
+func interopRun(t *testing.T, req, resp string, fixMigReq bool) (*lab.Result, uint64) {
 	cfg := baseConfig(t, req, resp)
 	cfg.Traffic.Verb = "send"
 	cfg.Traffic.NumConns = 16
 	cfg.Traffic.MsgsPerConn = 5
 	cfg.Traffic.MsgSize = 100 * 1024
 	cfg.RunLimitNs = 30e9
-	cfg.NewSwitch = func(c []inject.ConnMeta) (SwitchLogic, error) {
+	cfg.NewSwitch = func(c []inject.ConnMeta) (inject.Logic, error) {
 		return &testSwitch{DefaultSwitch: DefaultSwitch{Dumpers: 2}, conns: c, setMigReq: fixMigReq}, nil
 	}
 	res, _ := run(t, cfg)
@@ -32,7 +34,7 @@ func TestInteropE810ToCX5(t *testing.T) {
 	var slow, fast []int64
 	firstSlow := 0
 	for _, pc := range res.PerConn {
-		if pc.Status != StatusOK {
+		if pc.Status != rnic.ConnOK {
 			t.Fatalf("status %s: want ok", pc.Status)
 		}
 		for m, v := range pc.MCTNs {

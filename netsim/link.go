@@ -1,6 +1,10 @@
 package netsim
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/lumina-go/lumina/internal/des"
+)
 
 // wireOverheadBytes is what Ethernet adds on the wire around a frame: FCS (4), preamble + SFD (8) and the
 // inter-frame gap (12). Serialization time counts them so that 100 Gb/s carries ~12 M 1 KB-MTU packets a second.
@@ -30,7 +34,7 @@ type link struct {
 	freeAt   int64 // switch-driven links: when the serializer is free (FIFO by reservation)
 	txFrames uint64
 	txBytes  uint64
-	// Random loss on the cable (LinkConfig.LossProb), from the link's own PRNG stream.
+	// Random loss on the cable (lab.LinkConfig.LossProb), from the link's own PRNG stream.
 	lossProb float64
 	rng      *rand.Rand
 	lost     uint64
@@ -42,31 +46,6 @@ func (l *link) serNs(n int) int64 {
 	return (ps + 999) / 1000
 }
 
-// ring is a growable FIFO of frame slots.
-type ring struct {
-	buf        []int32
-	head, size int
-}
-
-func (r *ring) push(v int32) {
-	if r.size == len(r.buf) {
-		n := make([]int32, 2*len(r.buf)+8)
-		for i := 0; i < r.size; i++ {
-			n[i] = r.buf[(r.head+i)%len(r.buf)]
-		}
-		r.buf, r.head = n, 0
-	}
-	r.buf[(r.head+r.size)%len(r.buf)] = v
-	r.size++
-}
-
-func (r *ring) pop() int32 {
-	v := r.buf[r.head]
-	r.head = (r.head + 1) % len(r.buf)
-	r.size--
-	return v
-}
-
 // reserve puts a frame that is ready at time ready on a FIFO link by arithmetic: it starts when the
 // serializer is free and arrives after serialization and propagation. One event per frame instead of three.
 func (s *sim) reserve(l *link, f int32, ready int64) {
@@ -75,7 +54,7 @@ func (s *sim) reserve(l *link, f int32, ready int64) {
 	l.freeAt = start + l.serNs(n)
 	l.txFrames++
 	l.txBytes += uint64(n)
-	s.q.push(event{at: l.freeAt + l.propNs + l.extraNs, kind: evLinkArrive, obj: l.id, arg: f})
+	s.q.Push(des.Event{At: l.freeAt + l.propNs + l.extraNs, Kind: evLinkArrive, Obj: l.id, Arg: f})
 }
 
 func (s *sim) linkStart(l *link, f int32) {
@@ -84,12 +63,12 @@ func (s *sim) linkStart(l *link, f int32) {
 	l.txFrames++
 	l.txBytes += uint64(n)
 	done := s.now + l.serNs(n)
-	s.q.push(event{at: done, kind: evLinkTxDone, obj: l.id, arg: f})
+	s.q.Push(des.Event{At: done, Kind: evLinkTxDone, Obj: l.id, Arg: f})
 }
 
 // linkTxDone: the last bit left; the frame arrives after propagation and the NIC may start the next one.
 func (s *sim) linkTxDone(l *link, f int32) {
-	s.q.push(event{at: s.now + l.propNs, kind: evLinkArrive, obj: l.id, arg: f})
+	s.q.Push(des.Event{At: s.now + l.propNs, Kind: evLinkArrive, Obj: l.id, Arg: f})
 	l.busy = false
 	if l.srcHost >= 0 {
 		s.hosts[l.srcHost].wireIdle(s)

@@ -2,12 +2,15 @@ package netsim
 
 import (
 	"testing"
+
+	"github.com/lumina-go/lumina/lab"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // noisyRun is seed 000 §6.2.2: cx4lx, 36 READ connections, ten 20 KB messages each, the 5th data packet (READ
 // response) of the first i connections dropped once. It returns the innocent connections' mean MCT and the
 // requester's rx_discards_phy.
-func noisyRun(t *testing.T, i int) (innocentMean float64, discards uint64, res *Result) {
+func noisyRun(t *testing.T, i int) (innocentMean float64, discards uint64, res *lab.Result) {
 	cfg := baseConfig(t, "cx4lx", "cx4lx")
 	cfg.Traffic.Verb = "read"
 	cfg.Traffic.NumConns = 36
@@ -27,7 +30,7 @@ func noisyRun(t *testing.T, i int) (innocentMean float64, discards uint64, res *
 	n := 0
 	for k := i; k < 36; k++ {
 		pc := res.PerConn[k]
-		if pc.Status != StatusOK {
+		if pc.Status != rnic.ConnOK {
 			t.Fatalf("i=%d: innocent connection %d status %s", i, k, pc.Status)
 		}
 		for _, m := range pc.MCTNs {

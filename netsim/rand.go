@@ -1,14 +1,10 @@
 package netsim
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
 
-// splitmix64 is a bijective mixer: nearby seeds give unrelated sub-seeds.
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
-}
+	"github.com/lumina-go/lumina/internal/des"
+)
 
 // fnv64 is FNV-1a of a component name.
 func fnv64(s string) uint64 {
@@ -22,10 +18,10 @@ func fnv64(s string) uint64 {
 
 // SubSeed derives a component's seed from the scenario seed and the component's name, so that adding a component
 // never shifts the random stream of another.
-func SubSeed(seed uint64, name string) uint64 { return splitmix64(seed ^ fnv64(name)) }
+func SubSeed(seed uint64, name string) uint64 { return des.SplitMix64(seed ^ fnv64(name)) }
 
 // newRand returns the PCG stream of the named component.
 func newRand(seed uint64, name string) *rand.Rand {
 	s := SubSeed(seed, name)
-	return rand.New(rand.NewPCG(s, splitmix64(s)))
+	return rand.New(rand.NewPCG(s, des.SplitMix64(s)))
 }

@@ -1,11 +1,15 @@
 package netsim
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/lumina-go/lumina/lab"
+)
 
 // retxTimes measures, at the switch, for a drop of the data packet at psn offset off of connection 0: the NACK
 // generation latency (first later data packet -> NAK, or READ re-request for reads) and the NACK reaction
 // latency (NAK -> first retransmission of the dropped packet).
-func retxTimes(t *testing.T, res *Result, c *capture, off int) (gen, react int64) {
+func retxTimes(t *testing.T, res *lab.Result, c *capture, off int) (gen, react int64) {
 	t.Helper()
 	m := res.Conns[0]
 	drop := m.ReqIPSN.Add(off)

@@ -3,6 +3,8 @@ package netsim
 import (
 	"fmt"
 
+	"github.com/lumina-go/lumina/internal/des"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 )
 
@@ -44,8 +46,8 @@ func (p *framePool) put(s int32) {
 
 // sim is one run's whole state; nothing is shared between runs.
 type sim struct {
-	cfg    *Config
-	q      eventQueue
+	cfg    *lab.Config
+	q      des.Queue
 	now    int64
 	events uint64
 	frames framePool
@@ -58,32 +60,32 @@ type sim struct {
 }
 
 // dispatch runs one event.
-func (s *sim) dispatch(e *event) {
-	switch e.kind {
+func (s *sim) dispatch(e *des.Event) {
+	switch e.Kind {
 	case evLinkTxDone:
-		s.linkTxDone(&s.links[e.obj], e.arg)
+		s.linkTxDone(&s.links[e.Obj], e.Arg)
 	case evLinkArrive:
-		s.linkArrive(&s.links[e.obj], e.arg)
+		s.linkArrive(&s.links[e.Obj], e.Arg)
 	case evSwitchFwd:
-		s.sw.forward(s, int(e.obj), e.arg, s.now, isRoCEv2(s.frames.bufs[e.arg]))
+		s.sw.forward(s, int(e.Obj), e.Arg, s.now, isRoCEv2(s.frames.bufs[e.Arg]))
 	case evHostRxReady:
-		s.hosts[e.obj].rxReady(s, e.arg, e.aux)
+		s.hosts[e.Obj].rxReady(s, e.Arg, e.Aux)
 	case evHostCtrl:
-		h := s.hosts[e.obj]
-		h.ctrlQ.push(e.arg)
+		h := s.hosts[e.Obj]
+		h.ctrlQ.Push(e.Arg)
 		h.trySend(s)
 	case evHostKick:
-		h := s.hosts[e.obj]
+		h := s.hosts[e.Obj]
 		if h.kickAt == s.now {
 			h.kickAt = 0
 		}
 		h.fill(s)
 	case evQPTimer:
-		s.hosts[e.obj].timer(s, e.arg, e.aux)
+		s.hosts[e.Obj].timer(s, e.Arg, e.Aux)
 	case evHeldTx:
-		h := s.hosts[e.obj]
-		h.pipe.push(e.arg)
-		h.pipeBytes += len(s.frames.bufs[e.arg])
+		h := s.hosts[e.Obj]
+		h.pipe.Push(e.Arg)
+		h.pipeBytes += len(s.frames.bufs[e.Arg])
 		h.trySend(s)
 	case evPost:
 		s.gen.postRound(s)
@@ -105,18 +107,18 @@ func (s *sim) loop() error {
 		every = 1 << 20
 	}
 	for !s.done && s.err == nil {
-		if s.q.len() == 0 {
+		if s.q.Len() == 0 {
 			return fmt.Errorf("%w at simulated time %d ns after %d events: no event pending but %s",
 				ErrStalled, s.now, s.events, s.gen.pending())
 		}
-		e := s.q.pop()
-		if e.at > limitNs {
+		e := s.q.Pop()
+		if e.At > limitNs {
 			return limitError(fmt.Sprintf("simulated-time limit %d ns", limitNs), s.now, s.events, s.gen.pending())
 		}
 		if s.events >= maxEv {
 			return limitError(fmt.Sprintf("event limit %d", maxEv), s.now, s.events, s.gen.pending())
 		}
-		s.now = e.at
+		s.now = e.At
 		s.events++
 		s.dispatch(&e)
 		if s.cfg.Progress != nil && s.events%every == 0 {

@@ -4,26 +4,9 @@ import (
 	"encoding/binary"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/internal/des"
 	"github.com/lumina-go/lumina/roce"
 )
-
-// SwitchLogic is what the simulated switch runs on every frame: the event injector (inject.Switch) or, without
-// events, DefaultSwitch. Process fills v (forwarded frames, extra delay, mirrored copy and its dumper) and may
-// keep no reference to frame after it returns; Flush releases frames it still holds (reorder) at the end.
-// Port 0 faces the requester, port 1 the responder. A logic that modifies a frame must report an action in
-// v.Event (anything but inject.ActNone): the receiving NIC then verifies the ICRC again instead of trusting
-// the one its peer computed.
-type SwitchLogic interface {
-	Process(now int64, inPort int, frame []byte, v *inject.Verdict)
-	Flush(now int64) []inject.Held
-}
-
-// SwitchPortCounters are the simulated switch's per-port RoCE counters (Lumina's ingress/egress counter tables).
-type SwitchPortCounters struct {
-	RxRoCE   uint64 `json:"rx_roce"`
-	TxRoCE   uint64 `json:"tx_roce"`
-	Mirrored uint64 `json:"mirrored"` // mirrored copies of frames that entered on this port
-}
 
 // DefaultSwitch forwards every frame unchanged and mirrors every RoCE frame with Lumina's metadata (event 0,
 // sequence number in the source MAC, ingress timestamp in the destination MAC) to dumpers in round robin.
@@ -43,7 +26,7 @@ func NewDefaultSwitch(n int) *DefaultSwitch {
 	return &DefaultSwitch{Dumpers: n}
 }
 
-// Process implements SwitchLogic.
+// Process implements inject.Logic.
 func (d *DefaultSwitch) Process(now int64, inPort int, frame []byte, v *inject.Verdict) {
 	d.fwd[0] = frame
 	*v = inject.Verdict{Forward: d.fwd[:], OutPort: 1 - inPort, Dumper: -1, Conn: -1}
@@ -60,7 +43,7 @@ func (d *DefaultSwitch) Process(now int64, inPort int, frame []byte, v *inject.V
 	d.next = (d.next + 1) % max(d.Dumpers, 1)
 }
 
-// Flush implements SwitchLogic; the default switch holds nothing.
+// Flush implements inject.Logic; the default switch holds nothing.
 func (d *DefaultSwitch) Flush(int64) []inject.Held { return nil }
 
 // isRoCEv2 reports whether an untagged IPv4 frame is UDP to 4791 (all frames netsim builds are untagged IPv4).
@@ -86,11 +69,11 @@ func writeMirrorMeta(f []byte, seq, ts uint64, ev uint8) {
 // switchNode is the simulated switch: ingress counters, the logic, mirroring at ingress (before any drop), and
 // a fixed pipeline latency before the egress link.
 type switchNode struct {
-	logic     SwitchLogic
+	logic     inject.Logic
 	def       *DefaultSwitch // logic, when it is the default: mirrored in place, without a copy
 	v         inject.Verdict
 	latencyNs int64
-	ports     [2]SwitchPortCounters
+	ports     [2]inject.PortCounters
 	out       [2]*link
 }
 
@@ -112,7 +95,7 @@ func (sw *switchNode) arrive(s *sim, port int, f int32) {
 			s.cfg.Dump(v.Dumper, s.now, v.Mirror)
 		}
 	}
-	pristine := s.frames.pristine[f] && v.Event == inject.ActNone
+	pristine := s.frames.pristine[f] && v.Event == roce.EventNone
 	reused := false
 	outPort := v.OutPort
 	if outPort != 0 && outPort != 1 {
@@ -133,7 +116,7 @@ func (sw *switchNode) arrive(s *sim, port int, f int32) {
 		at := s.now + sw.latencyNs
 		if i == 0 && v.DelayNs > 0 {
 			// A delayed frame takes its place in the egress FIFO when it is released.
-			s.q.push(event{at: at + v.DelayNs, kind: evSwitchFwd, obj: int32(outPort), arg: slot})
+			s.q.Push(des.Event{At: at + v.DelayNs, Kind: evSwitchFwd, Obj: int32(outPort), Arg: slot})
 			continue
 		}
 		sw.forward(s, outPort, slot, at, isRoCE)

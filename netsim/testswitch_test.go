@@ -34,8 +34,8 @@ type testSwitch struct {
 	pkt       roce.Packet
 }
 
-func newTestSwitch(rules ...*rule) func([]inject.ConnMeta) (SwitchLogic, error) {
-	return func(c []inject.ConnMeta) (SwitchLogic, error) {
+func newTestSwitch(rules ...*rule) func([]inject.ConnMeta) (inject.Logic, error) {
+	return func(c []inject.ConnMeta) (inject.Logic, error) {
 		return &testSwitch{DefaultSwitch: DefaultSwitch{Dumpers: 2}, conns: c, rules: rules}, nil
 	}
 }
@@ -107,7 +107,7 @@ func (t *testSwitch) Process(now int64, inPort int, frame []byte, v *inject.Verd
 	}
 	t.DefaultSwitch.Process(now, inPort, frame, v)
 	if modified {
-		v.Event = inject.ActRewrite
+		v.Event = roce.EventRewrite
 	}
 	if drop {
 		v.Forward = v.Forward[:0]

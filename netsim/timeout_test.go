@@ -3,6 +3,9 @@ package netsim
 import (
 	"math"
 	"testing"
+
+	"github.com/lumina-go/lumina/lab"
+	"github.com/lumina-go/lumina/rnic"
 )
 
 // lastPacketRules drops the last (10th) packet of each of msgs 10 KB messages drops[i] times (-1: always).
@@ -18,7 +21,7 @@ func lastPacketRules(drops []int) []*rule {
 }
 
 // transmissions returns, per message, the switch timestamps of every transmission of its last packet.
-func transmissions(t *testing.T, res *Result, c *capture, msgs int) [][]int64 {
+func transmissions(t *testing.T, res *lab.Result, c *capture, msgs int) [][]int64 {
 	out := make([][]int64, msgs)
 	m := res.Conns[0]
 	for i := range c.frames {
@@ -42,7 +45,7 @@ func gaps(ts []int64) []float64 {
 	return g
 }
 
-func timeoutConfig(t *testing.T, card string, adaptive bool, drops []int) Config {
+func timeoutConfig(t *testing.T, card string, adaptive bool, drops []int) lab.Config {
 	cfg := baseConfig(t, card, card)
 	cfg.Traffic.MsgsPerConn = len(drops)
 	cfg.Traffic.MsgSize = 10 * 1024
@@ -58,7 +61,7 @@ func TestTimeoutNonAdaptive(t *testing.T) {
 	for _, card := range []string{"cx4lx", "cx5", "cx6dx", "e810"} {
 		t.Run(card, func(t *testing.T) {
 			res, c := run(t, timeoutConfig(t, card, false, []int{7, 7, 7, 7, 7}))
-			if st := res.PerConn[0].Status; st != StatusOK {
+			if st := res.PerConn[0].Status; st != rnic.ConnOK {
 				t.Fatalf("status %s: want ok (7 drops are within retry_cnt 7)", st)
 			}
 			for m, ts := range transmissions(t, res, c, 5) {
@@ -85,7 +88,7 @@ func TestTimeoutNonAdaptive(t *testing.T) {
 // message is ~0.267 s and of later messages ~0.671 s.
 func TestTimeoutAdaptiveCX6(t *testing.T) {
 	res, c := run(t, timeoutConfig(t, "cx6dx", true, []int{7, 7, 7, 7, 7}))
-	if st := res.PerConn[0].Status; st != StatusOK {
+	if st := res.PerConn[0].Status; st != rnic.ConnOK {
 		t.Fatalf("status %s: want ok", st)
 	}
 	tr := transmissions(t, res, c, 5)
@@ -135,8 +138,8 @@ func TestMaxRetries(t *testing.T) {
 		}
 		t.Run(name+"/msg"+string(rune('0'+len(tc.drops))), func(t *testing.T) {
 			res, c := run(t, timeoutConfig(t, tc.card, tc.adaptive, tc.drops))
-			if st := res.PerConn[0].Status; st != StatusRetryExceeded {
-				t.Fatalf("status %s: want %s", st, StatusRetryExceeded)
+			if st := res.PerConn[0].Status; st != rnic.ConnRetryExceeded {
+				t.Fatalf("status %s: want %s", st, rnic.ConnRetryExceeded)
 			}
 			tr := transmissions(t, res, c, len(tc.drops))
 			last := tr[len(tc.drops)-1]

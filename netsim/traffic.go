@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/internal/des"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
@@ -31,7 +33,7 @@ type connState struct {
 // trafficGen is Lumina's traffic generator: it posts messages per connection (tx-depth outstanding, or in
 // barrier rounds), records message completion times and decides when the run is over.
 type trafficGen struct {
-	cfg      *TrafficConfig
+	cfg      *lab.TrafficConfig
 	conns    []connState
 	round    int // barrier: messages every connection has been asked to post so far
 	finished int
@@ -97,7 +99,7 @@ func (g *trafficGen) complete(s *sim, conn int, cpl *rnic.Completion) {
 	}
 	c.lastComp = s.now
 	if c.completed == g.cfg.MsgsPerConn {
-		c.status = StatusOK
+		c.status = rnic.ConnOK
 		g.finish(s, c)
 		return
 	}
@@ -145,17 +147,17 @@ func (g *trafficGen) pending() string {
 	return fmt.Sprintf("%d of %d messages completed, %d of %d connections unfinished", done, total, open, len(g.conns))
 }
 
-// Validate checks the configuration as Run does before anything is built, so that a caller can reject a bad
-// one before it creates anything.
-func (cfg *Config) Validate() error { return cfg.validate() }
+// ValidateConfig checks the configuration as Run does before anything is built, so that a caller can reject a
+// bad one before it creates anything.
+func ValidateConfig(cfg *lab.Config) error { return validateConfig(cfg) }
 
 // validate checks the configuration before anything is built.
-func (cfg *Config) validate() error {
+func validateConfig(cfg *lab.Config) error {
 	var errs []string
 	bad := func(f string, a ...any) { errs = append(errs, fmt.Sprintf(f, a...)) }
 	for _, hc := range []struct {
 		name string
-		h    *HostConfig
+		h    *lab.HostConfig
 	}{{"requester", &cfg.Requester}, {"responder", &cfg.Responder}} {
 		if hc.h.Profile == nil {
 			bad("%s: no NIC profile", hc.name)
@@ -238,8 +240,8 @@ const (
 
 // Run simulates one scenario and returns its results. Bad configuration and run limits are errors; a run that
 // stops at a limit returns no result.
-func Run(cfg Config) (*Result, error) {
-	if err := cfg.validate(); err != nil {
+func Run(cfg lab.Config) (*lab.Result, error) {
+	if err := validateConfig(&cfg); err != nil {
 		return nil, err
 	}
 	s := &sim{cfg: &cfg}
@@ -264,7 +266,7 @@ func Run(cfg Config) (*Result, error) {
 	s.sw.latencyNs = cfg.SwitchLatencyNs
 
 	names := [2]string{"requester", "responder"}
-	hcs := [2]*HostConfig{&cfg.Requester, &cfg.Responder}
+	hcs := [2]*lab.HostConfig{&cfg.Requester, &cfg.Responder}
 	for i := range s.hosts {
 		hc := hcs[i]
 		interval := hc.Profile.CNP.IntervalNs
@@ -286,7 +288,7 @@ func Run(cfg Config) (*Result, error) {
 	for _, h := range s.hosts {
 		h.capClasses()
 	}
-	logic := SwitchLogic(nil)
+	logic := inject.Logic(nil)
 	if cfg.NewSwitch != nil {
 		l, err := cfg.NewSwitch(s.connMeta())
 		if err != nil {
@@ -300,10 +302,10 @@ func Run(cfg Config) (*Result, error) {
 	s.sw.logic = logic
 	s.sw.def, _ = logic.(*DefaultSwitch)
 
-	res := &Result{Conns: s.connMeta()}
+	res := &lab.Result{Conns: s.connMeta()}
 	res.Counters.Requester.Start = s.hosts[0].ctr.Snapshot()
 	res.Counters.Responder.Start = s.hosts[1].ctr.Snapshot()
-	s.q.push(event{at: 0, kind: evPost})
+	s.q.Push(des.Event{At: 0, Kind: evPost})
 	if err := s.loop(); err != nil {
 		return nil, err
 	}
@@ -321,10 +323,10 @@ func Run(cfg Config) (*Result, error) {
 	}
 	for i := range s.gen.conns {
 		c := &s.gen.conns[i]
-		cr := ConnResult{Verb: c.verb, MCTNs: c.mcts, Status: c.status, Completed: c.completed, Posted: c.posted,
+		cr := lab.ConnResult{Verb: c.verb, MCTNs: c.mcts, Status: c.status, Completed: c.completed, Posted: c.posted,
 			FirstPostNs: c.firstPost, LastCompletionNs: c.lastComp}
 		if cr.Status == "" {
-			cr.Status = StatusIncomplete
+			cr.Status = rnic.ConnIncomplete
 		}
 		if d := c.lastComp - c.firstPost; c.completed > 0 && d > 0 {
 			cr.GoodputGbps = float64(c.bytes) * 8 / float64(d)
@@ -347,7 +349,7 @@ func (s *sim) connMeta() []inject.ConnMeta {
 		c := &s.gen.conns[i]
 		out[i] = inject.ConnMeta{Index: i, Verb: c.verb, ReqIP: c.req.localIP, RespIP: c.resp.localIP,
 			ReqQPN: c.req.qpn, RespQPN: c.resp.qpn, ReqIPSN: c.resp.rxIPSN, RespIPSN: c.req.rxIPSN,
-			PacketsPerMsg: (t.MsgSize + t.MTU - 1) / t.MTU, NumMsgs: t.MsgsPerConn}
+			PacketsPerMsg: roce.PacketsPerMessage(t.MsgSize, t.MTU), NumMsgs: t.MsgsPerConn}
 	}
 	return out
 }
@@ -373,7 +375,7 @@ func (s *sim) setupConns() error {
 			}
 		}
 	}
-	ppm := (t.MsgSize + t.MTU - 1) / t.MTU
+	ppm := roce.PacketsPerMessage(t.MsgSize, t.MTU)
 	s.gen.conns = make([]connState, n)
 	for i := 0; i < n; i++ {
 		verb := t.Verb

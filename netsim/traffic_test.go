@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 )
 
@@ -57,7 +58,7 @@ func TestCleanRuns(t *testing.T) {
 			wantReads := 0
 			for k, m := range res.Conns {
 				pc := res.PerConn[k]
-				if pc.Status != StatusOK || pc.Completed != 4 || len(pc.MCTNs) != 4 {
+				if pc.Status != rnic.ConnOK || pc.Completed != 4 || len(pc.MCTNs) != 4 {
 					t.Fatalf("connection %d: %+v: want 4 completed messages", k, pc)
 				}
 				sink := m.RespQPN
@@ -183,7 +184,7 @@ func TestPSNWrap(t *testing.T) {
 		t.Fatalf("initial PSN %d: want forced 2^24-5", res.Conns[0].ReqIPSN)
 	}
 	pc := res.PerConn[0]
-	if pc.Status != StatusOK || pc.Completed != 3 {
+	if pc.Status != rnic.ConnOK || pc.Completed != 3 {
 		t.Fatalf("%+v: want 3 completed", pc)
 	}
 	sawWrap := false
@@ -229,16 +230,16 @@ func TestBarrierAndMultiGID(t *testing.T) {
 	}
 }
 
-// TestWithInjector drives the real event injector (package inject) through SwitchLogic: a drop intent on
+// TestWithInjector drives the real event injector (package inject) through inject.Logic: a drop intent on
 // connection 0 causes exactly one retransmission round.
 func TestWithInjector(t *testing.T) {
 	cfg := baseConfig(t, "cx6dx", "cx6dx")
-	cfg.NewSwitch = func(conns []inject.ConnMeta) (SwitchLogic, error) {
+	cfg.NewSwitch = func(conns []inject.ConnMeta) (inject.Logic, error) {
 		return inject.New(inject.Config{Conns: conns, DumperWeights: []int{1, 1},
-			Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 4, Iter: 1, Action: inject.ActDrop}}})
+			Intents: []inject.Intent{{Conn: 0, Kind: inject.KindData, PSN: 4, Iter: 1, Action: roce.EventDrop}}})
 	}
 	res, c := run(t, cfg)
-	if res.PerConn[0].Status != StatusOK || res.PerConn[0].Retransmissions == 0 {
+	if res.PerConn[0].Status != rnic.ConnOK || res.PerConn[0].Retransmissions == 0 {
 		t.Fatalf("%+v: want ok after a go-back-N retransmission", res.PerConn[0])
 	}
 	ic, ok := res.Switch.(inject.Counters)
@@ -257,7 +258,7 @@ func TestCorruptedFrameDropped(t *testing.T) {
 	if !ok || v != 1 {
 		t.Fatalf("rx_icrc_encapsulated = %d (exposed %v): want 1", v, ok)
 	}
-	if pc := res.PerConn[0]; pc.Status != StatusOK || pc.Retransmissions == 0 {
+	if pc := res.PerConn[0]; pc.Status != rnic.ConnOK || pc.Retransmissions == 0 {
 		t.Fatalf("%+v: want ok after retransmission", pc)
 	}
 }
@@ -272,7 +273,7 @@ func TestRNRExceeded(t *testing.T) {
 	cfg.Traffic.RNRRetry = 2
 	res, c := run(t, cfg)
 	pc := res.PerConn[0]
-	if pc.Status != StatusRNRExceeded || pc.Completed != 1 {
+	if pc.Status != rnic.ConnRNRExceeded || pc.Completed != 1 {
 		t.Fatalf("%+v: want rnr-retry-exceeded after 1 completed message", pc)
 	}
 	rnr := 0
@@ -295,7 +296,7 @@ func TestIRNSelectiveRepeat(t *testing.T) {
 		cfg.Traffic.MsgSize = 100 * 1024
 		cfg.NewSwitch = newTestSwitch(&rule{conn: 0, psnOff: 20, action: tDrop, times: 1})
 		res, _ := run(t, cfg)
-		if res.PerConn[0].Status != StatusOK {
+		if res.PerConn[0].Status != rnic.ConnOK {
 			t.Fatalf("%s: %+v", card, res.PerConn[0])
 		}
 		retx[card] = res.PerConn[0].Retransmissions
@@ -315,7 +316,7 @@ func TestLossyLinks(t *testing.T) {
 	cfg.RunLimitNs = 60e9
 	res, _ := run(t, cfg)
 	pc := res.PerConn[0]
-	if res.LinkLosses == 0 || pc.Status != StatusOK || pc.Completed != 20 || pc.Retransmissions == 0 {
+	if res.LinkLosses == 0 || pc.Status != rnic.ConnOK || pc.Completed != 20 || pc.Retransmissions == 0 {
 		t.Fatalf("%d losses, %+v: want losses recovered by retransmission", res.LinkLosses, pc)
 	}
 	again, _ := run(t, cfg)
@@ -329,16 +330,16 @@ func TestLossyLinks(t *testing.T) {
 func TestInjectorReorderDuplicateDelay(t *testing.T) {
 	cfg := baseConfig(t, "cx6dx", "cx6dx")
 	cfg.Traffic.MsgsPerConn = 2
-	cfg.NewSwitch = func(conns []inject.ConnMeta) (SwitchLogic, error) {
+	cfg.NewSwitch = func(conns []inject.ConnMeta) (inject.Logic, error) {
 		return inject.New(inject.Config{Conns: conns, DumperWeights: []int{1}, Intents: []inject.Intent{
-			{Conn: 0, Kind: inject.KindData, PSN: 2, Iter: 1, Action: inject.ActReorder, Behind: 2},
+			{Conn: 0, Kind: inject.KindData, PSN: 2, Iter: 1, Action: roce.EventReorder, Behind: 2},
 			// The reorder's recovery starts ITER 2 on the connection: the later intents match any round.
-			{Conn: 0, Kind: inject.KindData, PSN: 13, Action: inject.ActDuplicate, Copies: 1},
-			{Conn: 0, Kind: inject.KindData, PSN: 16, Action: inject.ActDelay, DelayNs: 20000},
+			{Conn: 0, Kind: inject.KindData, PSN: 13, Action: roce.EventDuplicate, Copies: 1},
+			{Conn: 0, Kind: inject.KindData, PSN: 16, Action: roce.EventDelay, DelayNs: 20000},
 		}})
 	}
 	res, _ := run(t, cfg)
-	if pc := res.PerConn[0]; pc.Status != StatusOK || pc.Completed != 2 {
+	if pc := res.PerConn[0]; pc.Status != rnic.ConnOK || pc.Completed != 2 {
 		t.Fatalf("%+v: want both messages completed", pc)
 	}
 	fin := res.Counters.Responder.Finish

@@ -9,18 +9,19 @@ import (
 	"path/filepath"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
-	"github.com/lumina-go/lumina/testbed"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/verdict"
 	"github.com/lumina-go/lumina/version"
 )
 
-// Verdicts of one repetition, as testbed's.
+// Verdicts of one repetition, as the verdict stage's.
 const (
-	VerdictPass    = testbed.VerdictPass
-	VerdictFail    = testbed.VerdictFail
-	VerdictInvalid = testbed.VerdictInvalid
+	VerdictPass    = verdict.Pass
+	VerdictFail    = verdict.Fail
+	VerdictInvalid = verdict.Invalid
 )
 
 // CheckDirectionTimestamps is the reference's second timestamp condition: the packets each host sent have
@@ -139,11 +140,11 @@ func analyzeIteration(dir string, sc *scenario.Scenario, rc *refConfig, config s
 	if err != nil {
 		return nil, err
 	}
-	cf := &testbed.CountersFile{}
+	cf := &resultsdir.CountersFile{}
 	cf.Requester.NIC, cf.Responder.NIC = sc.Requester.NIC.Type, sc.Responder.NIC.Type
-	cf.Requester.Vendor, cf.Responder.Vendor = testbed.VendorOf(sc, sc.Requester), testbed.VendorOf(sc, sc.Responder)
+	cf.Requester.Vendor, cf.Responder.Vendor = verdict.VendorOf(sc, sc.Requester), verdict.VendorOf(sc, sc.Responder)
 	for _, h := range []struct {
-		dst           *testbed.HostCounters
+		dst           *resultsdir.HostCounters
 		start, finish string
 	}{{&cf.Requester, FileReqCountStart, FileReqCountFinish}, {&cf.Responder, FileRspCountStart, FileRspCountFinish}} {
 		if h.dst.Start, err = readHostCounters(filepath.Join(dir, DirRDMA, h.start)); err != nil {
@@ -174,11 +175,11 @@ func analyzeIteration(dir string, sc *scenario.Scenario, rc *refConfig, config s
 	m := trace.NewMerger(trace.MergeOptions{ByMirrorSeq: true, Seq: trace.SeqLumina31}, readers...)
 	ic := trace.NewIntegrityChecker(trace.IntegrityOptions{Seq: trace.SeqLumina31, ToleranceNs: ToleranceNs})
 	dir2 := newDirectionCheck(sc)
-	opts := testbed.AnalyzeOptions(sc, conns, cf)
+	opts := verdict.AnalyzeOptions(sc, conns, cf)
 	opts.Metadata = analyze.MetaMirror
 	// The analysis runs on the merged stream while the integrity check counts it; a trace that fails the
 	// check is not judged.
-	tr := &teeReader{m: m, add: func(p *trace.Packet, mir trace.Mirror) {
+	tr := &teeReader{m: m, add: func(p *trace.Packet, mir roce.Mirror) {
 		ic.Add(p.Index, mir)
 		dir2.add(p.Index, p.Data, mir)
 	}}
@@ -248,12 +249,12 @@ func dumpPcaps(dir string, rc *refConfig) []string {
 }
 
 // connections turns the switch's QP list into the analyzers' connections, in the scenario's order.
-func connections(sc *scenario.Scenario, qps []qpInfo, path string) ([]testbed.ConnRecord, error) {
+func connections(sc *scenario.Scenario, qps []qpInfo, path string) ([]resultsdir.ConnRecord, error) {
 	t := sc.Traffic
 	if len(qps) != t.NumConnections {
 		return nil, badf("%s: %d connections, the configuration has %d", path, len(qps), t.NumConnections)
 	}
-	out := make([]testbed.ConnRecord, len(qps))
+	out := make([]resultsdir.ConnRecord, len(qps))
 	for i, q := range qps {
 		snd, err1 := netip.ParseAddr(q.IPSnd)
 		rcv, err2 := netip.ParseAddr(q.IPRcv)
@@ -267,7 +268,7 @@ func connections(sc *scenario.Scenario, qps []qpInfo, path string) ([]testbed.Co
 				verb = scenario.VerbRead
 			}
 		}
-		c := testbed.ConnRecord{QP: i + sc.IndexBase, Verb: verb, PacketsPerMsg: t.PacketsPerMessage(), NumMsgs: t.NumMsgsPerQP, MTU: t.MTU}
+		c := resultsdir.ConnRecord{QP: i + sc.IndexBase, Verb: verb, PacketsPerMsg: t.PacketsPerMessage(), NumMsgs: t.NumMsgsPerQP, MTU: t.MTU}
 		if verb == scenario.VerbRead {
 			// The data sender is the responder; psn_snd is the requester's initial PSN (the responses use it).
 			c.RequesterIP, c.ResponderIP, c.RequesterQPN, c.ResponderQPN = rcv, snd, q.QPNRcv, q.QPNSnd
@@ -285,7 +286,7 @@ func connections(sc *scenario.Scenario, qps []qpInfo, path string) ([]testbed.Co
 // teeReader hands the merged stream to the analyzers and each packet's mirror metadata to the checks.
 type teeReader struct {
 	m   *trace.Merger
-	add func(*trace.Packet, trace.Mirror)
+	add func(*trace.Packet, roce.Mirror)
 	n   int
 	err error
 }
@@ -332,7 +333,7 @@ func newDirectionCheck(sc *scenario.Scenario) *directionCheck {
 	return d
 }
 
-func (d *directionCheck) add(index int, frame []byte, mir trace.Mirror) {
+func (d *directionCheck) add(index int, frame []byte, mir roce.Mirror) {
 	var p roce.Packet
 	p.Decode(frame, len(frame))
 	r, ok := d.role[p.SrcIP]

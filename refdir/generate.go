@@ -3,7 +3,6 @@ package refdir
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,10 +11,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
-	"github.com/lumina-go/lumina/testbed"
 	"github.com/lumina-go/lumina/trace"
-	"github.com/lumina-go/lumina/version"
 )
 
 // FromResults writes, as repetition 0 of the reference results directory out, what the reference Lumina would
@@ -40,20 +39,13 @@ func FromResults(results, config, out string) error {
 	if rc.ReqMirror.Dump.File == "" || rc.RspMirror.Dump.File == "" || rc.Aggregate == "" {
 		return fmt.Errorf("%s: expected dump-filename for both mirrors and aggregate-pcap-filename", config)
 	}
-	var conns []testbed.ConnRecord
-	b, err := os.ReadFile(filepath.Join(results, testbed.FileConnections))
-	if err != nil {
+	var conns []resultsdir.ConnRecord
+	if err := resultsdir.ReadList(results, resultsdir.FileConnections, &conns); err != nil {
 		return err
 	}
-	if err := version.UnmarshalList(b, "qps", &conns); err != nil {
-		return fmt.Errorf("%s: %w", testbed.FileConnections, err)
-	}
-	var cf testbed.CountersFile
-	if b, err = os.ReadFile(filepath.Join(results, testbed.FileCounters)); err != nil {
+	var cf resultsdir.CountersFile
+	if err := resultsdir.ReadJSON(results, resultsdir.FileCounters, &cf); err != nil {
 		return err
-	}
-	if err := json.Unmarshal(b, &cf); err != nil {
-		return fmt.Errorf("%s: %w", testbed.FileCounters, err)
 	}
 	if cf.Switch.Injector == nil || len(cf.Switch.Injector.MirroredPerDumper) != 2 || len(cf.Switch.Ports) != 2 {
 		return fmt.Errorf("%s: the reference has exactly two dumpers and two host ports", results)
@@ -76,7 +68,7 @@ func FromResults(results, config, out string) error {
 	snap := sc.Network.SnapLen
 	dumps := []string{filepath.Join(it, DirPcap, rc.ReqMirror.Dump.File), filepath.Join(it, DirPcap, rc.RspMirror.Dump.File)}
 	for i, dst := range dumps {
-		src := filepath.Join(results, testbed.DirDump, fmt.Sprintf("dumper-%d.pcap", i))
+		src := filepath.Join(results, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i))
 		if err := rewriteDump(src, dst, snap); err != nil {
 			return err
 		}
@@ -123,7 +115,7 @@ func FromResults(results, config, out string) error {
 
 	// The hosts' counters, in counter_dump.py's sections.
 	for _, h := range []struct {
-		hc            testbed.HostCounters
+		hc            resultsdir.HostCounters
 		start, finish string
 	}{{cf.Requester, FileReqCountStart, FileReqCountFinish}, {cf.Responder, FileRspCountStart, FileRspCountFinish}} {
 		for _, f := range []struct {
@@ -183,7 +175,7 @@ func rewriteDump(src, dst string, snap int) error {
 			if err != nil {
 				return err
 			}
-			m, ok := trace.DecodeMirror(p.Data)
+			m, ok := roce.DecodeMirror(p.Data)
 			if !ok {
 				return fmt.Errorf("%s: packet %d has no mirror metadata", src, p.Index)
 			}

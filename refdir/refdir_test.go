@@ -13,6 +13,7 @@ import (
 	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/verdict"
 	"github.com/lumina-go/lumina/version"
 )
 
@@ -24,7 +25,7 @@ var cases = []string{"plain", "drops", "tswrap", "psnwrap", "read", "sendread"}
 
 // generate runs a case and writes its reference results directory; it returns our results and the reference
 // directory.
-func generate(t *testing.T, name string) (*testbed.Outcome, string) {
+func generate(t *testing.T, name string) (*verdict.Outcome, string) {
 	t.Helper()
 	cfg := filepath.Join("testdata", "cases", name+".yml")
 	sc, err := scenario.Load(cfg)
@@ -32,7 +33,10 @@ func generate(t *testing.T, name string) (*testbed.Outcome, string) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	o, err := testbed.Run(sc, testbed.Options{OutDir: filepath.Join(dir, "results")})
+	if err := testbed.Run(sc, testbed.Options{OutDir: filepath.Join(dir, "results")}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := verdict.Judge(filepath.Join(dir, "results"), sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package report renders analysis results for people: the summary `lumina run` and `lumina analyze` print.
-// JSON output is the analysis documents themselves (package testbed and analyze/summary define them).
+// JSON output is the analysis documents themselves (packages verdict and analyze/summary define them).
 package report
 
 import (
@@ -11,8 +11,8 @@ import (
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
-	"github.com/lumina-go/lumina/testbed"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 // CaptureDoc is `lumina analyze CAPTURE` output: the packet summary plus the scenario-free checkers.
@@ -166,7 +166,7 @@ func skipped(w io.Writer, list []analyze.Skipped) {
 }
 
 // Run prints the summary of a test run (or of a re-analysis of its results directory).
-func Run(w io.Writer, o *testbed.Outcome) {
+func Run(w io.Writer, o *verdict.Outcome) {
 	sc, doc := o.Scenario, o.Doc
 	fmt.Fprintf(w, "scenario   %s  (testbed %s, seed %d, index-base %d)\n", sc.Path, sc.Testbed, sc.Seed, sc.IndexBase)
 	fmt.Fprintf(w, "hosts      requester %s %s  ->  responder %s %s\n", sc.Requester.NIC.Type,
@@ -218,7 +218,7 @@ func Run(w io.Writer, o *testbed.Outcome) {
 	fmt.Fprintf(w, "\n%s\n", strings.ToUpper(doc.Verdict))
 }
 
-func expectations(w io.Writer, doc *testbed.Document) {
+func expectations(w io.Writer, doc *verdict.Document) {
 	if len(doc.Expectations) > 0 {
 		pass := 0
 		for _, e := range doc.Expectations {
@@ -299,7 +299,7 @@ func checks(w io.Writer, cs []analyze.Check, maxViolations int) {
 }
 
 // workload prints a workload run: Collie's monitor on the NIC micro-architecture model.
-func workload(w io.Writer, doc *testbed.Document) {
+func workload(w io.Writer, doc *verdict.Document) {
 	wl := doc.Workload
 	fmt.Fprintf(w, "workload   %.0f us measured: goodput %.1f Gb/s, %.2f Mpps (limits %.0f Gb/s, %.1f Mpps: %.0f%%), pause %.3f%%\n",
 		wl.WindowUs, wl.GoodputGbps, wl.GoodputMpps, wl.LimitGbps, wl.LimitMpps, 100*wl.LimitShare, 100*wl.PauseRatio)
@@ -383,7 +383,7 @@ func counters(w io.Writer, cs []analyze.CounterCheck) {
 	}
 }
 
-func traffic(w io.Writer, o *testbed.Outcome, a *analyze.Analysis) {
+func traffic(w io.Writer, o *verdict.Outcome, a *analyze.Analysis) {
 	if len(o.Traffic) == 0 {
 		return
 	}

@@ -53,8 +53,11 @@ type Counters struct {
 func NewCounters(prof *Profile) *Counters {
 	c := &Counters{names: &nvidiaNames}
 	if prof != nil {
-		if prof.Vendor == "intel" {
+		switch prof.Vendor {
+		case "intel":
 			c.names = &intelNames
+		case "rxe":
+			c.names = &rxeNames
 		}
 		c.stuck[CtrNPCNPSent] = prof.HasBug(BugCNPSentStuck)
 		c.stuck[CtrImpliedNAKSeqErr] = prof.HasBug(BugImpliedNAKStuckZero)
@@ -155,5 +158,21 @@ var intelNames = func() (n [NumCounters]string) {
 		n[CtrRxPrio0Pause+CounterID(p)] = "rx_priority_" + strconv.Itoa(p) + "_xoff.nic"
 		n[CtrTxPrio0Pause+CounterID(p)] = "tx_priority_" + strconv.Itoa(p) + "_xoff.nic"
 	}
+	return n
+}()
+
+// rxeNames: Soft-RoCE's hw_counters (drivers/infiniband/sw/rxe/rxe_hw_counters.c). rxe counts both NAK- and
+// timeout-triggered retries in one completer_retry_err and has no timeout-only counter, no CNPs, no ECN and no
+// port discards, so those stay unnamed. Its sent_bytes/rcvd_bytes count from the IP header (measured: 14 bytes
+// per packet fewer than the frame), unlike the simulator's frame bytes, so they are not mapped either.
+var rxeNames = func() (n [NumCounters]string) {
+	n[CtrOutOfSequence] = "out_of_seq_request" // rxe_resp.c check_psn: once per gap (one NAK)
+	n[CtrPacketSeqErr] = "rcvd_seq_err"        // rxe_comp.c check_ack: PSN-sequence-error NAK received
+	n[CtrDuplicateRequest] = "duplicate_request"
+	n[CtrRNRNAKRetryErr] = "rcvd_rnr_err"
+	n[CtrRetryExceeded] = "retry_exceeded_err"
+	n[CtrRNRRetryExceeded] = "retry_rnr_exceeded_err"
+	n[CtrTxPacketsPhy] = "sent_pkts"
+	n[CtrRxPacketsPhy] = "rcvd_pkts"
 	return n
 }()

@@ -1,6 +1,7 @@
 package rnic
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -80,6 +81,7 @@ func (h *pair) apply(i int) {
 			tm.at, tm.armed = tr.At, true
 		}
 	}
+	checkInvariants(h.t, fmt.Sprintf("t=%d", h.now), h.qp[0], h.qp[1])
 	h.comps[i] = append(h.comps[i], h.out.Completions...)
 	done := i == 0 && len(h.out.Completions) > 0
 	if h.out.Timeout || h.out.ReadReissue {
@@ -119,6 +121,7 @@ func (h *pair) transmit() {
 			h.wire = append(h.wire, flight{at: h.now + h.delay, to: 1 - i, pkt: p, seqn: len(h.wire)})
 		}
 	}
+	checkInvariants(h.t, fmt.Sprintf("t=%d after transmitting", h.now), h.qp[0], h.qp[1])
 }
 
 // run advances virtual time until nothing is left to do or until limit; it returns false on a step overflow

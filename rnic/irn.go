@@ -11,6 +11,20 @@ import "github.com/lumina-go/lumina/roce"
 // per-packet READ ACKs are sent but the responder does not use them. An out-of-order READ request is kept and
 // executed when the gap before it fills.
 
+// irnState is IRN's additions to both roles.
+type irnState struct {
+	// IRN requester. Invariant: inRecovery and retxPending only on an IRN QP.
+	sacked      bitset
+	inRecovery  bool
+	recoverSeq  roce.PSN
+	highSACK    roce.PSN
+	retxCursor  roce.PSN
+	retxPending bool // a retransmission of retxCursor is due
+	// IRN responder: out-of-order packets kept, indexed by PSN modulo the ring size.
+	// Invariant: ooo != nil exactly on an IRN QP.
+	ooo []oooSlot
+}
+
 // irnRespond is the IRN responder.
 func (q *QP) irnRespond(now Time, p *Pkt, out *Output) {
 	d := p.PSN.Diff(q.ePSN)
@@ -205,4 +219,15 @@ func ParseSACK(payload []byte) (roce.PSN, bool) {
 		return 0, false
 	}
 	return roce.PSN(uint32(payload[1])<<16 | uint32(payload[2])<<8 | uint32(payload[3])), true
+}
+
+// oooSlot is one out-of-order packet an IRN responder keeps until the gap before it fills.
+type oooSlot struct {
+	psn      roce.PSN
+	ok       bool
+	last     bool
+	recvDone bool // SEND/WRITE-with-immediate last packet: a receive completion on delivery
+	imm      uint32
+	read     bool // a READ request: executed on delivery
+	reth     roce.RETH
 }

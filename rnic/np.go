@@ -27,6 +27,7 @@ func NewNP(prof *Profile, intervalNs int64, enabled bool) *NP {
 	if prof != nil {
 		n.scope = prof.CNP.Scope
 		n.nakTrigger = prof.CNP.NAKTriggersCNP
+		n.enabled = enabled && !prof.CNP.None
 	}
 	if n.intervalNs < 0 {
 		n.intervalNs = 0

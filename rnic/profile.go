@@ -19,7 +19,7 @@ import (
 // value commented with its source). Fields marked (netsim) are applied by the NIC timing model, not by the QP.
 type Profile struct {
 	Name        string  `yaml:"name"`
-	Vendor      string  `yaml:"vendor"` // nvidia | intel | ideal: selects the counter names
+	Vendor      string  `yaml:"vendor"` // nvidia | intel | rxe | ideal: selects the counter names
 	Description string  `yaml:"description"`
 	LinkGbps    float64 `yaml:"link-gbps"` // (netsim) port speed
 	// MigReq is the value this NIC puts in BTH.MigReq (NVIDIA 1, E810 0).
@@ -120,6 +120,12 @@ type TimeoutModel struct {
 	// MaxRetries[i] is the retry limit of the (i+1)-th message that times out, measured at ReferenceRetryCnt;
 	// the limit applied is MaxRetries[i] + (retry_cnt - ReferenceRetryCnt). The last entry repeats.
 	MaxRetries []int `yaml:"max-retries"`
+	// RetryCnt7Infinite: retry_cnt 7 means retry forever (Soft-RoCE's completer never decrements it; the IB
+	// spec gives 7 that meaning for rnr_retry only).
+	RetryCnt7Infinite bool `yaml:"retry-cnt-7-infinite,omitempty"`
+	// ReadGapWaitsForTimer: a gap in READ responses is not acted on; the READ is re-issued from its first
+	// missing PSN only when the retransmit timer fires (Soft-RoCE on kernel 7.3, measured).
+	ReadGapWaitsForTimer bool `yaml:"read-gap-waits-for-timer,omitempty"`
 }
 
 // CNP limiter scopes.
@@ -131,6 +137,9 @@ const (
 
 // CNPModel is the notification point's CNP generation.
 type CNPModel struct {
+	// None: the NIC has no notification point at all (Soft-RoCE): CE marks and NAKs never produce a CNP,
+	// whatever dcqcn-np-enable says.
+	None                 bool   `yaml:"none,omitempty"`
 	Scope                string `yaml:"scope"`
 	IntervalNs           int64  `yaml:"interval-ns"`
 	IntervalConfigurable bool   `yaml:"interval-configurable"` // false: min-time-between-cnps is ignored
@@ -320,13 +329,24 @@ func verr(key, format string, a ...any) *ProfileError {
 
 // validate checks ranges and enumerations; it reports the first problem with the key that holds it.
 func (p *Profile) validate() *ProfileError {
+	for _, check := range []func() *ProfileError{p.validateBasics, p.validateTiming, p.validateTimeout, p.validateCNP,
+		p.validateDCQCN, p.validateBehaviours} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateBasics checks the identity, link speed, transport and ACK policy.
+func (p *Profile) validateBasics() *ProfileError {
 	if p.Name == "" {
 		return verr("name", "missing: want the profile's name")
 	}
 	switch p.Vendor {
-	case "nvidia", "intel", "ideal", "broadcom":
+	case "nvidia", "intel", "rxe", "ideal", "broadcom":
 	default:
-		return verr("vendor", "%q: want nvidia, intel, broadcom or ideal", p.Vendor)
+		return verr("vendor", "%q: want nvidia, intel, rxe, broadcom or ideal", p.Vendor)
 	}
 	if !(p.LinkGbps > 0) || p.LinkGbps > 1600 {
 		return verr("link-gbps", "%v: want a speed in (0, 1600]", p.LinkGbps)
@@ -348,6 +368,11 @@ func (p *Profile) validate() *ProfileError {
 	if p.Ack.AckReqEvery < 0 {
 		return verr("ack.ack-req-every", "%d: want >= 0", p.Ack.AckReqEvery)
 	}
+	return nil
+}
+
+// validateTiming checks the NIC delays.
+func (p *Profile) validateTiming() *ProfileError {
 	t := &p.Timing
 	for _, f := range []struct {
 		k string
@@ -364,6 +389,11 @@ func (p *Profile) validate() *ProfileError {
 	if t.NAKReactionMaxNs < t.NAKReactionMinNs {
 		return verr("timing.nak-reaction-max-ns", "%d is below nak-reaction-min-ns %d", t.NAKReactionMaxNs, t.NAKReactionMinNs)
 	}
+	return nil
+}
+
+// validateTimeout checks the retransmission timeout model, spec or scan, and adaptive retransmission.
+func (p *Profile) validateTimeout() *ProfileError {
 	to := &p.Timeout
 	switch to.Mode {
 	case TimeoutModeSpec:
@@ -395,6 +425,11 @@ func (p *Profile) validate() *ProfileError {
 	} else if p.Defaults.AdaptiveRetrans {
 		return verr("defaults.adaptive-retrans", "true, but timeout.adaptive-supported is false")
 	}
+	return nil
+}
+
+// validateCNP checks the CNP generator.
+func (p *Profile) validateCNP() *ProfileError {
 	switch p.CNP.Scope {
 	case ScopePort, ScopeDestIP, ScopeQP:
 	default:
@@ -406,6 +441,11 @@ func (p *Profile) validate() *ProfileError {
 	if p.CNP.DSCP > 63 {
 		return verr("cnp.dscp", "%d: want 0..63", p.CNP.DSCP)
 	}
+	return nil
+}
+
+// validateDCQCN checks the reaction point's parameters.
+func (p *Profile) validateDCQCN() *ProfileError {
 	d := &p.DCQCN
 	switch {
 	case d.RateReduceMonitorPeriodNs <= 0:
@@ -431,6 +471,12 @@ func (p *Profile) validate() *ProfileError {
 	case d.RateOnFirstCNPMbps < 0:
 		return verr("dcqcn.rate-on-first-cnp-mbps", "%v: want >= 0", d.RateOnFirstCNPMbps)
 	}
+	return nil
+}
+
+// validateBehaviours checks the modeled quirks (counter bugs, noisy neighbor, APM slow path, faults), the
+// micro-architecture section and IRN.
+func (p *Profile) validateBehaviours() *ProfileError {
 	for i, b := range p.Counters.Bugs {
 		switch b {
 		case BugCNPSentStuck, BugImpliedNAKStuckZero:

@@ -35,6 +35,7 @@ func newOne(t *testing.T, prof string, mod func(c *QPConfig)) *one {
 func (o *one) recv(p Pkt) Output {
 	o.out.Reset()
 	o.q.Receive(o.now, &p, &o.out)
+	checkInvariants(o.t, "after receive", o.q)
 	return o.out
 }
 
@@ -44,6 +45,7 @@ func (o *one) drain() []Pkt {
 	for o.q.NextPacket(o.now, &p) {
 		ps = append(ps, p)
 	}
+	checkInvariants(o.t, "after transmitting", o.q)
 	return ps
 }
 

@@ -114,3 +114,17 @@ func (r *rp) rateBps() float64 {
 	}
 	return r.rate
 }
+
+// OnCNP is the reaction point: a CNP for this QP arrived.
+func (q *QP) OnCNP(now Time, out *Output) {
+	handled, arm := q.rp.onCNP(now)
+	if !handled {
+		q.inc(CtrRPCNPIgnored)
+		return
+	}
+	q.inc(CtrRPCNPHandled)
+	q.stats.CNPsHandled++
+	if arm {
+		out.Timers = append(out.Timers, TimerReq{Kind: TimerDCQCN, At: now + q.prof.DCQCN.TimeResetNs})
+	}
+}

@@ -44,25 +44,9 @@ func (p *Packet) AppendTo(buf []byte) ([]byte, error) {
 	pad := (4 - plen%4) % 4
 	p.BTH.PadCount = uint8(pad)
 
-	var ext ExtFlags
-	tlen := BTHLen
-	add := func(cond bool, f ExtFlags, n int) {
-		if cond {
-			ext |= f
-			tlen += n
-		}
-	}
-	add(op.HasRDETH(), ExtRDETH, RDETHLen)
-	add(op.HasDETH(), ExtDETH, DETHLen)
-	add(op.HasXRCETH(), ExtXRCETH, XRCETHLen)
-	add(op.HasRETH(), ExtRETH, RETHLen)
-	add(op.HasAtomicETH(), ExtAtomicETH, AtomicETHLen)
-	add(op.HasImm(), ExtImm, ImmLen)
-	add(op.HasIETH(), ExtIETH, IETHLen)
-	add(op.HasAETH(), ExtAETH, AETHLen)
-	add(op.HasAtomicAckETH(), ExtAtomicAckETH, AtomicAckETHLen)
+	ext, extLen := extHeaders(op)
 	p.Ext = ext
-	tlen += plen + pad + ICRCLen
+	tlen := BTHLen + extLen + plen + pad + ICRCLen
 
 	l2 := EthernetLen + VLANLen*p.NumVLANs
 	var l3len int
@@ -93,7 +77,62 @@ func (p *Packet) AppendTo(buf []byte) ([]byte, error) {
 	}
 	l3 := off + 2
 	p.L3Offset = l3
-	var bth int
+	bth := p.encodeL3(d, l3, tlen)
+	binary.BigEndian.PutUint16(d[off:], p.EtherType)
+	if p.Version == RoCEv2 {
+		u := bth - UDPLen
+		if p.UDPDst == 0 {
+			p.UDPDst = UDPPort
+		}
+		p.UDPLen = uint16(UDPLen + tlen)
+		p.UDPChecksum = 0
+		binary.BigEndian.PutUint16(d[u:], p.UDPSrc)
+		binary.BigEndian.PutUint16(d[u+2:], p.UDPDst)
+		binary.BigEndian.PutUint16(d[u+4:], p.UDPLen)
+	}
+	p.BTHOffset = bth
+	p.BTH.encode(d[bth:])
+	o := bth + BTHLen
+	o = p.encodeExt(d, o, ext)
+	p.PayloadOffset = o
+	if p.Payload != nil && op != CNP {
+		copy(d[o:], p.Payload)
+	}
+	p.Payload = d[o : o+plen]
+	end := o + plen + pad + ICRCLen
+	p.data = d
+	p.origLen = len(d)
+	p.end = end
+	p.Truncated = false
+	p.Reason = ReasonNone
+	p.ICRC = icrc(p.scratch[:0], d, p.Version, p.IPv6, l3, p.IPHdrLen, bth, end)
+	binary.LittleEndian.PutUint32(d[end-ICRCLen:], p.ICRC)
+	return buf, nil
+}
+
+// extHeaders returns the extended transport headers an opcode carries and their length in bytes.
+func extHeaders(op Opcode) (ext ExtFlags, n int) {
+	add := func(cond bool, f ExtFlags, l int) {
+		if cond {
+			ext |= f
+			n += l
+		}
+	}
+	add(op.HasRDETH(), ExtRDETH, RDETHLen)
+	add(op.HasDETH(), ExtDETH, DETHLen)
+	add(op.HasXRCETH(), ExtXRCETH, XRCETHLen)
+	add(op.HasRETH(), ExtRETH, RETHLen)
+	add(op.HasAtomicETH(), ExtAtomicETH, AtomicETHLen)
+	add(op.HasImm(), ExtImm, ImmLen)
+	add(op.HasIETH(), ExtIETH, IETHLen)
+	add(op.HasAETH(), ExtAETH, AETHLen)
+	add(op.HasAtomicAckETH(), ExtAtomicAckETH, AtomicAckETHLen)
+	return ext, n
+}
+
+// encodeL3 writes the network header (GRH for RoCEv1, IPv6 or IPv4 with the UDP header's place after it) at
+// l3 for a transport of tlen bytes, and returns the BTH's offset.
+func (p *Packet) encodeL3(d []byte, l3, tlen int) (bth int) {
 	switch {
 	case p.Version == RoCEv1:
 		p.EtherType = EtherTypeRoCEv1
@@ -138,21 +177,11 @@ func (p *Packet) AppendTo(buf []byte) ([]byte, error) {
 		binary.BigEndian.PutUint16(d[l3+10:], p.IPChecksum)
 		bth = l3 + IPv4Len + UDPLen
 	}
-	binary.BigEndian.PutUint16(d[off:], p.EtherType)
-	if p.Version == RoCEv2 {
-		u := bth - UDPLen
-		if p.UDPDst == 0 {
-			p.UDPDst = UDPPort
-		}
-		p.UDPLen = uint16(UDPLen + tlen)
-		p.UDPChecksum = 0
-		binary.BigEndian.PutUint16(d[u:], p.UDPSrc)
-		binary.BigEndian.PutUint16(d[u+2:], p.UDPDst)
-		binary.BigEndian.PutUint16(d[u+4:], p.UDPLen)
-	}
-	p.BTHOffset = bth
-	p.BTH.encode(d[bth:])
-	o := bth + BTHLen
+	return bth
+}
+
+// encodeExt writes the extended transport headers ext names from offset o and returns the offset after them.
+func (p *Packet) encodeExt(d []byte, o int, ext ExtFlags) int {
 	if ext&ExtRDETH != 0 {
 		put24(d[o+1:], p.RDETH)
 		o += RDETHLen
@@ -196,20 +225,7 @@ func (p *Packet) AppendTo(buf []byte) ([]byte, error) {
 		binary.BigEndian.PutUint64(d[o:], p.AtomicAckETH)
 		o += AtomicAckETHLen
 	}
-	p.PayloadOffset = o
-	if p.Payload != nil && op != CNP {
-		copy(d[o:], p.Payload)
-	}
-	p.Payload = d[o : o+plen]
-	end := o + plen + pad + ICRCLen
-	p.data = d
-	p.origLen = len(d)
-	p.end = end
-	p.Truncated = false
-	p.Reason = ReasonNone
-	p.ICRC = icrc(p.scratch[:0], d, p.Version, p.IPv6, l3, p.IPHdrLen, bth, end)
-	binary.LittleEndian.PutUint32(d[end-ICRCLen:], p.ICRC)
-	return buf, nil
+	return o
 }
 
 // IPv4Checksum returns the header checksum of an IPv4 header whose checksum field is ignored.

@@ -372,3 +372,43 @@ func BenchmarkEncode(b *testing.B) {
 		buf, _ = p.AppendTo(buf[:0])
 	}
 }
+
+func TestValidMTU(t *testing.T) {
+	for m := 0; m <= 8192; m++ {
+		want := m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096
+		if ValidMTU(m) != want {
+			t.Errorf("ValidMTU(%d) = %v, want %v", m, !want, want)
+		}
+	}
+	got := MTUs()
+	got[0] = 1 // the caller owns the slice
+	if MTUs()[0] != 256 || len(got) != 5 {
+		t.Errorf("MTUs() = %v", MTUs())
+	}
+}
+
+func TestPacketsPerMessage(t *testing.T) {
+	for _, c := range []struct{ size, mtu, want int }{
+		{0, 1024, 1}, {1, 1024, 1}, {1024, 1024, 1}, {1025, 1024, 2}, {10240, 1024, 10}, {65536, 4096, 16},
+		{100, 0, 1}, {-5, 256, 1},
+	} {
+		if got := PacketsPerMessage(c.size, c.mtu); got != c.want {
+			t.Errorf("PacketsPerMessage(%d, %d) = %d, want %d", c.size, c.mtu, got, c.want)
+		}
+	}
+}
+
+func TestNextIter(t *testing.T) {
+	// PSNs seen by the switch on a connection with initial PSN 2^24-2: a go-back-N retransmission from 0 after
+	// the wrap, then a tail retransmission of the same PSN.
+	psns := []PSN{PSNMask - 1, PSNMask, 0, 1, 0, 1, 2, 2}
+	want := []int{1, 1, 1, 1, 2, 2, 2, 3}
+	iter, last := 1, PSN(PSNMask-2) // round 1, last = initial PSN - 1
+	for i, p := range psns {
+		iter = NextIter(iter, last, p)
+		last = p
+		if iter != want[i] {
+			t.Fatalf("packet %d (PSN %d): round %d, want %d", i, p, iter, want[i])
+		}
+	}
+}

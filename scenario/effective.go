@@ -97,7 +97,7 @@ func (s *Scenario) effective() yaml.MapSlice {
 	if s.Workload != nil {
 		out = append(out, kv{Key: "workload", Value: s.Workload.effective()})
 	}
-	return out
+	return s.effectiveRemote(out)
 }
 
 func nonNil(l []int) []int {

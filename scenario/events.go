@@ -134,6 +134,41 @@ func (d *decoder) event(v val, s *Scenario) ([]Event, bool) {
 		}
 	}
 	seq := e.Packet == PacketData || e.Packet == PacketReadReq
+	good = d.eventNth(v, by, base, seq, &e) && good
+	if f, has := by["iter"]; has && seq {
+		if str, isStr := f.v.n.(*ast.StringNode); isStr && strings.EqualFold(str.Value, "all") {
+			e.Iter = 0 // every round: e.g. keep dropping a packet until the sender gives up
+		} else {
+			x, ok := d.intIn(f.v, 1, maxIter)
+			e.Iter, good = x, good && ok
+		}
+	}
+	if seq {
+		good = d.eventPSN(v, by, s, &e) && good
+	}
+	good = d.eventAction(v, by, &e) && good
+	if e.Packet == PacketReadReq && good {
+		good = d.eventReadReq(by, t, qps, base)
+	}
+	if !good {
+		return nil, false
+	}
+	out := make([]Event, len(qps))
+	for i, q := range qps {
+		out[i] = e
+		out[i].QP = q
+		if e.Msg != nil {
+			m := *e.Msg
+			out[i].Msg = &m
+		}
+	}
+	return out, true
+}
+
+// eventNth reads nth for ack, nak and cnp events, and rejects what only sequenced (data, read-req) events take,
+// or nth on them.
+func (d *decoder) eventNth(v val, by map[string]field, base int, seq bool, e *Event) bool {
+	good := true
 	if !seq {
 		for _, key := range []string{"psn", "iter", "msg", "every-msg", "every"} {
 			if f, has := by[key]; has {
@@ -156,43 +191,23 @@ func (d *decoder) event(v val, s *Scenario) ([]Event, bool) {
 		d.errAt(f.kline, f.kcol, f.v.path, "only valid with packet ack, nak or cnp; this event targets %s packets, expected psn", e.Packet)
 		good = false
 	}
-	if f, has := by["iter"]; has && seq {
-		if str, isStr := f.v.n.(*ast.StringNode); isStr && strings.EqualFold(str.Value, "all") {
-			e.Iter = 0 // every round: e.g. keep dropping a packet until the sender gives up
-		} else {
-			x, ok := d.intIn(f.v, 1, maxIter)
-			e.Iter, good = x, good && ok
-		}
+	return good
+}
+
+// eventReadReq checks that a read-req event targets READ connections of a READ traffic.
+func (d *decoder) eventReadReq(by map[string]field, t Traffic, qps []int, base int) bool {
+	good := true
+	if t.Verb != VerbRead && t.Verb != VerbSendRead {
+		d.errAt(by["packet"].kline, by["packet"].kcol, by["packet"].v.path, "read-req needs rdma-verb read or send_read (it is %s); expected packet data, ack, nak or cnp", t.Verb)
+		good = false
 	}
-	if seq {
-		good = d.eventPSN(v, by, s, &e) && good
-	}
-	good = d.eventAction(v, by, &e) && good
-	if e.Packet == PacketReadReq && good {
-		if t.Verb != VerbRead && t.Verb != VerbSendRead {
-			d.errAt(by["packet"].kline, by["packet"].kcol, by["packet"].v.path, "read-req needs rdma-verb read or send_read (it is %s); expected packet data, ack, nak or cnp", t.Verb)
+	for _, q := range qps {
+		if good && !t.IsReadQP(q-base) {
+			d.errv(by["qpn"].v, "connection %d sends SENDs, not READs; expected a read connection %d..%d for packet read-req", q, base+t.NumSendQPs, base+t.NumConnections-1)
 			good = false
 		}
-		for _, q := range qps {
-			if good && !t.IsReadQP(q-base) {
-				d.errv(by["qpn"].v, "connection %d sends SENDs, not READs; expected a read connection %d..%d for packet read-req", q, base+t.NumSendQPs, base+t.NumConnections-1)
-				good = false
-			}
-		}
 	}
-	if !good {
-		return nil, false
-	}
-	out := make([]Event, len(qps))
-	for i, q := range qps {
-		out[i] = e
-		out[i].QP = q
-		if e.Msg != nil {
-			m := *e.Msg
-			out[i].Msg = &m
-		}
-	}
-	return out, true
+	return good
 }
 
 // eventPSN reads psn, msg, every-msg and every for data and read-req events.

@@ -199,6 +199,11 @@ traffic:
 	if got := s.ResolvePath(s.Requester.NIC.Type); got != "/scen/cards/x.yml" {
 		t.Errorf("ResolvePath = %q; want /scen/cards/x.yml", got)
 	}
+	for typ, want := range map[string]string{"cards/x.yml": "/scen/cards/x.yml", "y.yaml": "/scen/y.yaml", "cx5": "cx5"} {
+		if got := s.ProfileRef(typ); got != want {
+			t.Errorf("ProfileRef(%q) = %q; want %q", typ, got, want)
+		}
+	}
 }
 
 func TestSendRead(t *testing.T) {

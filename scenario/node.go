@@ -14,13 +14,18 @@ import (
 
 // decoder walks the YAML AST against the schema, collecting every error instead of stopping at the first.
 type decoder struct {
-	file    string
-	errs    Errors
-	anchors map[string]ast.Node
-	ignored []string
+	file      string
+	errs      Errors
+	anchors   map[string]ast.Node
+	ignoredAt []ignoredKey
 	// failed holds the paths of the values that were rejected: what depends on them is not checked against
 	// the defaults they left in place (one bad value, one error).
 	failed map[string]bool
+	// remote collects the remote testbed's hosts; remoteFields the keys read into it (ignored for other
+	// testbeds).
+	remote       Remote
+	remoteFields []field
+	remoteErrs   Errors
 }
 
 // val is a resolved value node with the dotted key path that reached it and its position.
@@ -62,7 +67,7 @@ func (d *decoder) anyFailed(paths ...string) bool {
 }
 
 func (d *decoder) ignore(f field) {
-	d.ignored = append(d.ignored, fmt.Sprintf("%s:%d:%d: %s", d.file, f.kline, f.kcol, f.v.path))
+	d.ignoredAt = append(d.ignoredAt, ignoredKey{f.kline, f.kcol, fmt.Sprintf("%s:%d:%d: %s", d.file, f.kline, f.kcol, f.v.path)})
 }
 
 func (d *decoder) unknown(f field, known []string) {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // maxFileSize bounds what Load reads; scenarios are small text files.
@@ -44,7 +46,7 @@ func Parse(data []byte, name string) (*Scenario, error) {
 		return nil, d.errs
 	}
 	s.Path = name
-	s.IgnoredKeys = d.ignored
+	s.IgnoredKeys = d.ignoredStrings()
 	return s, nil
 }
 
@@ -76,18 +78,15 @@ var (
 	pktDumpKeys       = []string{"dump-filename", "snap-len", "num-pkts"}
 	mirrorNICKeys     = []string{"if-name", "pci-addr", "switch-port", "rte-port-id", "type"}
 	hostKeys          = []string{"nic", "roce-parameters", "workspace", "control-ip", "username", "ssh-key-filepath"}
-	hostHardwareKeys  = []string{"workspace", "control-ip", "username", "ssh-key-filepath"}
 	nicKeys           = []string{"type", "ip-list", "prio-dscp-map", "ets", "if-name", "pci-addr", "ib-device", "ib-port", "switch-port"}
-	nicHardwareKeys   = []string{"if-name", "pci-addr", "ib-device", "ib-port", "switch-port"}
 	roceKeys          = []string{"dcqcn-rp-enable", "dcqcn-np-enable", "min-time-between-cnps", "adaptive-retrans", "slow-restart", "dcqcn-enable"}
 	etsKeys           = []string{"dscp-to-tc", "traffic-classes"}
 	tcKeys            = []string{"tc", "weight", "strict"}
 	networkKeys       = []string{"link-gbps", "propagation-ns", "switch-latency-ns", "dumpers", "dumper-weights", "snap-len", "event-table-capacity", "run-timeout-ms", "switch-clock-start-ns"}
 	trafficKeys       = []string{"num-connections", "num-qps", "rdma-verb", "num-msgs-per-qp", "mtu", "message-size", "multi-gid", "barrier-sync", "tx-depth", "min-retransmit-timeout", "max-retransmit-retry", "rnr-retry", "dscp-list", "data-pkt-events", "listen-port", "initial-psn"}
 	testbeds          = []string{"sim", "netns", "rxe-vm", "remote"}
-	validMTUs         = []int{256, 512, 1024, 2048, 4096}
 	referenceNICNames = map[string]string{"cx4": "cx4lx", "cx5": "cx5", "cx6": "cx6dx", "e810": "e810"}
-	profileNames      = []string{"cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g"}
+	profileNames      = []string{"cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g", "rxe"}
 )
 
 // deferred holds what can only be checked once the whole file is read (the index base, the traffic shape).
@@ -143,30 +142,8 @@ func defaultScenario() *Scenario {
 
 func (d *decoder) parse(data []byte) *Scenario {
 	s := defaultScenario()
-	f, err := parser.ParseBytes(data, 0)
-	if err != nil {
-		d.syntaxError(err)
-		return s
-	}
-	var docs []*ast.DocumentNode
-	for _, doc := range f.Docs {
-		if doc != nil && doc.Body != nil {
-			docs = append(docs, doc)
-		}
-	}
-	if len(docs) == 0 {
-		d.errAt(1, 1, "", "the file is empty; expected a scenario mapping (testbed, requester, responder, traffic, ...)")
-		return s
-	}
-	if len(docs) > 1 {
-		l, c := nodePos(docs[1].Body)
-		d.errAt(l, c, "", "a second YAML document; expected exactly one scenario per file")
-		return s
-	}
-	d.collectAnchors(docs[0], 0)
-	root := d.mkval(docs[0].Body, "", 1, 1)
-	if _, ok := root.n.(*ast.MappingNode); !ok {
-		d.errv(root, "%s is not a mapping; expected a scenario mapping (testbed, requester, responder, traffic, ...)", show(root.n))
+	root, ok := d.root(data)
+	if !ok {
 		return s
 	}
 	fields, _ := d.fields(root)
@@ -184,19 +161,11 @@ func (d *decoder) parse(data []byte) *Scenario {
 				s.Testbed = t
 			}
 		case "seed":
-			if x, ok := f.v.n.(*ast.IntegerNode); ok {
-				switch n := x.Value.(type) {
-				case int64:
-					if n >= 0 {
-						s.Seed = uint64(n)
-						continue
-					}
-				case uint64:
-					s.Seed = n
-					continue
-				}
+			if n, ok := seedOf(f.v); ok {
+				s.Seed = n
+			} else {
+				d.errv(f.v, "%s is not a valid seed; expected an integer in 0..18446744073709551615", show(f.v.n))
 			}
-			d.errv(f.v, "%s is not a valid seed; expected an integer in 0..18446744073709551615", show(f.v.n))
 		case "index-base":
 			v := f.v
 			df.indexBase = &v
@@ -209,10 +178,10 @@ func (d *decoder) parse(data []byte) *Scenario {
 				}
 			}
 		case "requester":
-			d.host(f.v, &s.Requester)
+			d.host(f.v, &s.Requester, &d.remote.Requester)
 			hostVals[0] = f.v
 		case "responder":
-			d.host(f.v, &s.Responder)
+			d.host(f.v, &s.Responder, &d.remote.Responder)
 			hostVals[1] = f.v
 		case "traffic":
 			d.traffic(f.v, &s.Traffic, &df)
@@ -232,9 +201,9 @@ func (d *decoder) parse(data []byte) *Scenario {
 		case "local-workspace", "result-path", "aggregate-pcap-filename", "num-repeats":
 			d.ignore(f)
 		case "switch":
-			d.ignoredSection(f.v, switchKeys)
+			d.switchSection(f.v)
 		case "requester-mirror", "responder-mirror":
-			d.mirror(f.v, &df)
+			d.mirror(f.v, f.key, &df)
 		default:
 			d.unknown(f, topKeys)
 		}
@@ -283,6 +252,53 @@ func (d *decoder) parse(data []byte) *Scenario {
 	return s
 }
 
+// root parses the file and returns its one document's top-level mapping; a syntax error, no document, a
+// second document or a top level that is not a mapping is reported, and ok is false.
+func (d *decoder) root(data []byte) (root val, ok bool) {
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		d.syntaxError(err)
+		return val{}, false
+	}
+	var docs []*ast.DocumentNode
+	for _, doc := range f.Docs {
+		if doc != nil && doc.Body != nil {
+			docs = append(docs, doc)
+		}
+	}
+	if len(docs) == 0 {
+		d.errAt(1, 1, "", "the file is empty; expected a scenario mapping (testbed, requester, responder, traffic, ...)")
+		return val{}, false
+	}
+	if len(docs) > 1 {
+		l, c := nodePos(docs[1].Body)
+		d.errAt(l, c, "", "a second YAML document; expected exactly one scenario per file")
+		return val{}, false
+	}
+	d.collectAnchors(docs[0], 0)
+	root = d.mkval(docs[0].Body, "", 1, 1)
+	if _, ok := root.n.(*ast.MappingNode); !ok {
+		d.errv(root, "%s is not a mapping; expected a scenario mapping (testbed, requester, responder, traffic, ...)", show(root.n))
+		return val{}, false
+	}
+	return root, true
+}
+
+// seedOf reads a seed: an integer in 0..2^64-1.
+func seedOf(v val) (uint64, bool) {
+	if x, ok := v.n.(*ast.IntegerNode); ok {
+		switch n := x.Value.(type) {
+		case int64:
+			if n >= 0 {
+				return uint64(n), true
+			}
+		case uint64:
+			return n, true
+		}
+	}
+	return 0, false
+}
+
 func boolRank(b bool) int {
 	if b {
 		return 1
@@ -290,19 +306,16 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// ignoredSection accepts a hardware-only section whose keys are known, recording each key.
-func (d *decoder) ignoredSection(v val, known []string) {
-	fields, _ := d.fields(v)
-	for _, f := range fields {
-		if slices.Contains(known, f.key) {
-			d.ignore(f)
+func (d *decoder) mirror(v val, role string, df *deferred) {
+	h := RemoteHost{Role: role}
+	defer func() {
+		// requester-mirror is dumper 0 whatever the key order.
+		if role == "requester-mirror" {
+			d.remote.Dumpers = append([]RemoteHost{h}, d.remote.Dumpers...)
 		} else {
-			d.unknown(f, known)
+			d.remote.Dumpers = append(d.remote.Dumpers, h)
 		}
-	}
-}
-
-func (d *decoder) mirror(v val, df *deferred) {
+	}()
 	fields, _ := d.fields(v)
 	for _, f := range fields {
 		switch f.key {
@@ -314,39 +327,52 @@ func (d *decoder) mirror(v val, df *deferred) {
 					df.snapLens = append(df.snapLens, g.v)
 				case "dump-filename", "num-pkts":
 					d.ignore(g)
+				case "max-packets":
+					d.remoteKey(g, &h, false)
 				default:
-					d.unknown(g, pktDumpKeys)
+					d.unknown(g, append(slices.Clone(pktDumpKeys), "max-packets"))
 				}
 			}
 		case "nic":
-			d.ignoredSection(f.v, mirrorNICKeys)
+			nf, _ := d.fields(f.v)
+			for _, g := range nf {
+				switch {
+				case g.key == "if-name" || g.key == "pci-addr" || g.key == "switch-port":
+					d.remoteKey(g, &h, true)
+				case slices.Contains(mirrorNICKeys, g.key):
+					d.ignore(g)
+				default:
+					d.unknown(g, mirrorNICKeys)
+				}
+			}
 		default:
-			if slices.Contains(mirrorKeys, f.key) {
+			if slices.Contains(remoteHostKeys, f.key) {
+				d.remoteKey(f, &h, false)
+			} else if slices.Contains(mirrorKeys, f.key) {
 				d.ignore(f)
 			} else {
-				d.unknown(f, mirrorKeys)
+				d.unknown(f, append(slices.Clone(mirrorKeys), remoteOnlyKeys[:3]...))
 			}
 		}
 	}
 }
 
-func (d *decoder) host(v val, h *Host) {
+func (d *decoder) host(v val, h *Host, rh *RemoteHost) {
 	fields, _ := d.fields(v)
 	for _, f := range fields {
 		switch {
 		case f.key == "nic":
-			d.nic(f.v, &h.NIC)
+			d.nic(f.v, &h.NIC, rh)
 		case f.key == "roce-parameters":
 			d.roce(f.v, &h.RoCEParameters)
-		case slices.Contains(hostHardwareKeys, f.key):
-			d.ignore(f)
+		case f.key != "max-packets" && d.remoteKey(f, rh, false):
 		default:
-			d.unknown(f, hostKeys)
+			d.unknown(f, append(slices.Clone(hostKeys), remoteOnlyKeys[:3]...))
 		}
 	}
 }
 
-func (d *decoder) nic(v val, n *NIC) {
+func (d *decoder) nic(v val, n *NIC, rh *RemoteHost) {
 	fields, _ := d.fields(v)
 	for _, f := range fields {
 		switch {
@@ -366,8 +392,7 @@ func (d *decoder) nic(v val, n *NIC) {
 			if e, ok := d.ets(f.v); ok {
 				n.ETS = e
 			}
-		case slices.Contains(nicHardwareKeys, f.key):
-			d.ignore(f)
+		case d.remoteKey(f, rh, true):
 		default:
 			d.unknown(f, nicKeys)
 		}
@@ -649,7 +674,7 @@ func (d *decoder) traffic(v val, t *Traffic, df *deferred) {
 			switch {
 			case !isInt:
 				d.errv(f.v, "%s is not a valid path MTU; expected one of 256, 512, 1024, 2048, 4096", show(f.v.n))
-			case !slices.Contains(validMTUs, int(x)):
+			case !roce.ValidMTU(int(x)):
 				d.errv(f.v, "%d is not a valid path MTU; expected one of 256, 512, 1024, 2048, 4096", x)
 			default:
 				t.MTU = int(x)
@@ -844,6 +869,7 @@ func (d *decoder) finish(s *Scenario, df *deferred) {
 		first = &df.snapLens[i]
 		s.Network.SnapLen = x
 	}
+	d.remoteFinish(s)
 	// Events and expectations name connections, messages and packets: checked against a traffic section that
 	// was rejected, they would only repeat its error.
 	if !d.anyFailed("traffic.num-connections", "traffic.num-qps", "traffic.rdma-verb", "traffic.num-msgs-per-qp",

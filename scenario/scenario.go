@@ -8,6 +8,9 @@ package scenario
 import (
 	"net/netip"
 	"path/filepath"
+	"strings"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Format names the dialect a scenario file was written in.
@@ -65,6 +68,9 @@ type Scenario struct {
 	// Workload, when set, replaces the traffic generator by a Collie-style workload on the NIC
 	// micro-architecture model (workload.go).
 	Workload *Workload `json:"workload,omitempty" yaml:"workload,omitempty"`
+
+	// Remote is where each role runs for testbed: remote (nil for every other testbed).
+	Remote *Remote `json:"remote,omitempty" yaml:"-"`
 
 	// IgnoredKeys records each accepted hardware-only key as "FILE:LINE:COL: key.path".
 	IgnoredKeys []string `json:"-" yaml:"-"`
@@ -152,10 +158,7 @@ type Traffic struct {
 
 // PacketsPerMessage is ceil(message-size / mtu), at least 1.
 func (t Traffic) PacketsPerMessage() int {
-	if t.MTU <= 0 || t.MessageSize <= 0 {
-		return 1
-	}
-	return (t.MessageSize + t.MTU - 1) / t.MTU
+	return roce.PacketsPerMessage(t.MessageSize, t.MTU)
 }
 
 // PacketsPerConnection is the number of data packets one connection sends without retransmissions.
@@ -253,6 +256,15 @@ func (s *Scenario) ZeroBased(i int) int { return i - s.IndexBase }
 
 // WithSeed replaces the seed (the --seed flag); everything random derives from it.
 func (s *Scenario) WithSeed(seed uint64) { s.Seed = seed }
+
+// ProfileRef is what a NIC type names for rnic.LoadProfile: a profile name as it is, or a profile file
+// (.yaml, .yml) relative to the scenario file's directory.
+func (s *Scenario) ProfileRef(typ string) string {
+	if strings.HasSuffix(typ, ".yaml") || strings.HasSuffix(typ, ".yml") {
+		return s.ResolvePath(typ)
+	}
+	return typ
+}
 
 // ResolvePath returns p relative to the scenario file's directory when p is relative (profile files).
 func (s *Scenario) ResolvePath(p string) string {

@@ -1,9 +1,9 @@
 package scenario
 
 import (
-	"slices"
-
 	"github.com/goccy/go-yaml"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Workload is a Collie-style workload (seeds/003 §4, spec/nic-microarchitecture.md): with a `workload:`
@@ -57,7 +57,7 @@ func (d *decoder) workload(v val) *Workload {
 		case "mtu":
 			x, isInt := intOf(f.v.n)
 			switch {
-			case !isInt || !slices.Contains(validMTUs, int(x)):
+			case !isInt || !roce.ValidMTU(int(x)):
 				d.errv(f.v, "%s is not a valid path MTU; expected one of 256, 512, 1024, 2048, 4096", show(f.v.n))
 			default:
 				w.MTU = int(x)

@@ -8,22 +8,16 @@
 // micro-architecture model, or later real hardware) and returns its metrics.
 package search
 
-import "context"
+import (
+	"context"
 
-// Workload is one point of the search space (spec/nic-microarchitecture.md: dimension names in JSON).
+	"github.com/lumina-go/lumina/scenario"
+)
+
+// Workload is one point of the search space: a scenario's workload section (its JSON names are the
+// dimension names of spec/nic-microarchitecture.md) plus Lumina's event dimension.
 type Workload struct {
-	QPType    string `json:"qp_type"`   // rc | uc | ud
-	Opcode    string `json:"opcode"`    // send | write | read (one opcode per workload, as Collie)
-	NumQPs    int    `json:"num_qps"`   // connections
-	MTU       int    `json:"mtu"`       // 256..4096
-	WQEBatch  int    `json:"wqe_batch"` // work requests posted per doorbell
-	SGE       int    `json:"sge"`       // scatter-gather entries per work request
-	WQDepth   int    `json:"wq_depth"`  // send (and receive) queue depth
-	NumMRs    int    `json:"num_mrs"`   // memory regions registered
-	MRSize    int    `json:"mr_size"`   // bytes per memory region
-	MsgSizes  []int  `json:"msg_sizes"` // the request-size vector, repeated
-	Direction string `json:"direction"` // uni | bi | loopback
-	Memory    string `json:"memory"`    // local | remote-numa | gpu-same-switch | gpu-cross-switch
+	scenario.Workload
 	// Events are Lumina's event dimension: injected drops/marks (scenario event syntax), usually empty.
 	Events []Event `json:"events,omitempty"`
 }

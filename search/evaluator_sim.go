@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/micro"
 	"github.com/lumina-go/lumina/rnic"
 )
 
-// SimEvaluator evaluates workloads on the simulated testbed's NIC micro-architecture model (netsim.RunWorkload):
+// SimEvaluator evaluates workloads on the simulated testbed's NIC micro-architecture model (micro.RunWorkload):
 // two hosts with the named profile, one switch, a warm-up and then a 500 us window in steady state. The model
 // is deterministic (it has no random choice), so seed does not change the result. Safe for concurrent use.
 type SimEvaluator struct {
@@ -47,11 +47,8 @@ func (e *SimEvaluator) Evaluate(ctx context.Context, w Workload, seed uint64) (M
 	if len(w.Events) > 0 {
 		return Metrics{}, errEventsUnsupported
 	}
-	nw := netsim.Workload{QPType: w.QPType, Opcode: w.Opcode, NumQPs: w.NumQPs, MTU: w.MTU, WQEBatch: w.WQEBatch,
-		SGE: w.SGE, WQDepth: w.WQDepth, NumMRs: w.NumMRs, MRSize: w.MRSize, MsgSizes: w.MsgSizes,
-		Direction: w.Direction, Memory: w.Memory}
-	r, err := netsim.RunWorkload(netsim.WorkloadConfig{Seed: seed, Profiles: [2]*rnic.Profile{e.prof, e.prof},
-		Workload: nw, WarmupNs: e.WarmupNs, MeasureNs: e.MeasureNs})
+	r, err := micro.RunWorkload(micro.WorkloadConfig{Seed: seed, Profiles: [2]*rnic.Profile{e.prof, e.prof},
+		Workload: w.Workload, WarmupNs: e.WarmupNs, MeasureNs: e.MeasureNs})
 	if err != nil {
 		return Metrics{}, fmt.Errorf("simulating %s on %s: %w", w.String(), e.prof.Name, err)
 	}
@@ -74,16 +71,4 @@ func (e *SimEvaluator) Evaluate(ctx context.Context, w Workload, seed uint64) (M
 		}
 	}
 	return m, nil
-}
-
-// The simulated evaluator serves every embedded profile that describes its micro-architecture.
-func init() {
-	for _, name := range rnic.ProfileNames() {
-		e, err := NewSimEvaluator(name)
-		if err != nil {
-			continue // no micro section: nothing to evaluate on
-		}
-		// The evaluator is immutable, so every search may share it.
-		RegisterEvaluator(name, func() Evaluator { return e })
-	}
 }

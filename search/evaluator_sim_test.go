@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lumina-go/lumina/scenario"
 )
 
 func TestSimEvaluatorRegistered(t *testing.T) {
@@ -38,8 +40,8 @@ func TestSimEvaluatorMonitor(t *testing.T) {
 	if s := mon.Check(ord); s != None || ord.TxGbps < 190 || ord.LimitGbps != 200 {
 		t.Errorf("ordinary workload: %s, %+v: want normal at ~200 Gb/s", s, ord)
 	}
-	a1 := Workload{QPType: "ud", Opcode: "send", NumQPs: 1, MTU: 2048, WQEBatch: 64, SGE: 1, WQDepth: 256,
-		NumMRs: 1, MRSize: 65536, MsgSizes: []int{2048}, Direction: "uni", Memory: "local"}
+	a1 := Workload{Workload: scenario.Workload{QPType: "ud", Opcode: "send", NumQPs: 1, MTU: 2048, WQEBatch: 64, SGE: 1,
+		WQDepth: 256, NumMRs: 1, MRSize: 65536, MsgSizes: []int{2048}, Direction: "uni", Memory: "local"}}
 	m, err := ev.Evaluate(ctx, a1, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -47,8 +49,8 @@ func TestSimEvaluatorMonitor(t *testing.T) {
 	if s := mon.Check(m); s != Pause || m.Counters["rx_wqe_cache_miss"] == 0 || m.Counters["tx_prio3_pause_duration"] < 1000 {
 		t.Errorf("anomaly #1: %s, pause %.4f, counters %v: want pause with receive-WQE misses", s, m.PauseRatio, m.Counters)
 	}
-	a7 := Workload{QPType: "rc", Opcode: "write", NumQPs: 480, MTU: 1024, WQEBatch: 1, SGE: 1, WQDepth: 16,
-		NumMRs: 1, MRSize: 65536, MsgSizes: []int{512}, Direction: "uni", Memory: "local"}
+	a7 := Workload{Workload: scenario.Workload{QPType: "rc", Opcode: "write", NumQPs: 480, MTU: 1024, WQEBatch: 1, SGE: 1,
+		WQDepth: 16, NumMRs: 1, MRSize: 65536, MsgSizes: []int{512}, Direction: "uni", Memory: "local"}}
 	m, err = ev.Evaluate(ctx, a7, 1)
 	if err != nil {
 		t.Fatal(err)

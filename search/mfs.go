@@ -179,34 +179,58 @@ type probeFunc func([]Workload) ([]Symptom, error)
 // whose every valid value keeps the anomaly is dropped. Invalid probes (e.g. a WQ shallower than the batch)
 // are not run: the walk ends at the validity bound.
 func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
-	m := MFS{}
-	check := func(ws []Workload) ([]probeState, error) {
-		out := make([]probeState, len(ws))
-		var valid []Workload
-		var idx []int
-		for i, w := range ws {
-			if sp.Validate(w) == nil {
-				valid = append(valid, w)
-				idx = append(idx, i)
-			}
-		}
-		if len(valid) == 0 {
-			return out, nil
-		}
-		syms, err := probe(valid)
-		if err != nil {
+	f := &mfsFinder{sp: sp, p: p, sym: sym, probe: probe, m: MFS{}}
+	for _, step := range []func() error{f.categorical, f.mtu, f.ordered, f.messages, f.events} {
+		if err := step(); err != nil {
 			return nil, err
 		}
-		for j, s := range syms {
-			out[idx[j]] = stateNormal
-			if s == sym {
-				out[idx[j]] = stateAnomalous
-			}
+	}
+	return f.m, nil
+}
+
+// mfsFinder is one run of findMFS: the anomalous point, its symptom and the conditions found so far.
+type mfsFinder struct {
+	sp    *Space
+	p     Workload
+	sym   Symptom
+	probe probeFunc
+	m     MFS
+}
+
+// check probes the valid workloads of ws and says of each whether it shows the symptom (invalid ones are not
+// run).
+func (f *mfsFinder) check(ws []Workload) ([]probeState, error) {
+	out := make([]probeState, len(ws))
+	var valid []Workload
+	var idx []int
+	for i, w := range ws {
+		if f.sp.Validate(w) == nil {
+			valid = append(valid, w)
+			idx = append(idx, i)
 		}
+	}
+	if len(valid) == 0 {
 		return out, nil
 	}
+	syms, err := f.probe(valid)
+	if err != nil {
+		return nil, err
+	}
+	for j, s := range syms {
+		out[idx[j]] = stateNormal
+		if s == f.sym {
+			out[idx[j]] = stateAnomalous
+		}
+	}
+	return out, nil
+}
 
-	// Categorical dimensions: every alternative at once.
+// categorical tests every alternative of each categorical dimension at once.
+func (f *mfsFinder) categorical() error {
+	sp := f.sp
+	p := f.p
+	check := f.check
+	m := f.m
 	type catDim struct {
 		name string
 		vals []string
@@ -233,7 +257,7 @@ func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
 		}
 		res, err := check(alts)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		keep := []string{cd.get(p)}
 		all := true
@@ -249,38 +273,50 @@ func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
 			m[cd.name] = Cond{Values: inOrder(cd.vals, keep)}
 		}
 	}
+	return nil
+}
 
-	// MTU: a categorical dimension of integers.
-	{
-		var alts []Workload
-		for _, v := range sp.MTUs {
-			if v != p.MTU {
-				q := clone(p)
-				q.MTU = v
-				alts = append(alts, q)
-			}
-		}
-		res, err := check(alts)
-		if err != nil {
-			return nil, err
-		}
-		keep := []int{p.MTU}
-		all := true
-		for i, q := range alts {
-			switch res[i] {
-			case stateAnomalous:
-				keep = append(keep, q.MTU)
-			case stateNormal:
-				all = false
-			}
-		}
-		if !all {
-			slices.Sort(keep)
-			m["mtu"] = Cond{Ints: keep}
+// mtu treats the MTU as a categorical dimension of integers.
+func (f *mfsFinder) mtu() error {
+	sp := f.sp
+	p := f.p
+	check := f.check
+	m := f.m
+	var alts []Workload
+	for _, v := range sp.MTUs {
+		if v != p.MTU {
+			q := clone(p)
+			q.MTU = v
+			alts = append(alts, q)
 		}
 	}
+	res, err := check(alts)
+	if err != nil {
+		return err
+	}
+	keep := []int{p.MTU}
+	all := true
+	for i, q := range alts {
+		switch res[i] {
+		case stateAnomalous:
+			keep = append(keep, q.MTU)
+		case stateNormal:
+			all = false
+		}
+	}
+	if !all {
+		slices.Sort(keep)
+		m["mtu"] = Cond{Ints: keep}
+	}
+	return nil
+}
 
-	// Ordered dimensions: walk outward from p's value.
+// ordered walks each ordered dimension outward from p's value.
+func (f *mfsFinder) ordered() error {
+	sp := f.sp
+	p := f.p
+	check := f.check
+	m := f.m
 	for _, d := range orderedDims {
 		r := d.rng(sp)
 		v := *d.ptr(&p)
@@ -313,15 +349,22 @@ func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
 			return q
 		}, dimCheck)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !(loEdge && hiEdge) {
 			m[d.name] = Cond{Low: lo, High: hi}
 		}
 	}
+	return nil
+}
 
-	// Messages: walk the smallest and the largest request of the vector separately, so that "all requests at
-	// most 1 KB" and "a mixture of <= 1 KB and >= 64 KB" are both expressible.
+// messages walks the smallest and the largest request of the vector separately, so that "all requests at
+// most 1 KB" and "a mixture of <= 1 KB and >= 64 KB" are both expressible.
+func (f *mfsFinder) messages() error {
+	sp := f.sp
+	p := f.p
+	check := f.check
+	m := f.m
 	if len(p.MsgSizes) > 0 {
 		m0, M0 := slices.Min(p.MsgSizes), slices.Max(p.MsgSizes)
 		withMax := func(s int) Workload { // the largest requests become s; none may exceed it
@@ -352,11 +395,11 @@ func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
 		grid = slices.Compact(grid)
 		a, b, aEdge, bEdge, err := walk(grid, m0, withMin, check)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c, d, cEdge, dEdge, err := walk(grid, M0, withMax, check)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !(aEdge && dEdge) {
 			m["msg_sizes"] = Cond{Low: a, High: d}
@@ -367,14 +410,20 @@ func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
 			m["msg_mix"] = Cond{Low: min(b, d), High: max(c, a)}
 		}
 	}
+	return nil
+}
 
-	// Events: needed if the anomaly goes away without them.
+// events keeps the events when the anomaly goes away without them.
+func (f *mfsFinder) events() error {
+	p := f.p
+	check := f.check
+	m := f.m
 	if len(p.Events) > 0 {
 		q := clone(p)
 		q.Events = nil
 		res, err := check([]Workload{q})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if res[0] == stateNormal {
 			var types []string
@@ -386,7 +435,7 @@ func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
 			m["events"] = Cond{Values: types}
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // walk probes grid values above and below v (both directions in one batch per step) until the anomaly

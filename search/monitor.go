@@ -162,7 +162,7 @@ func energy(o Objective, v, ref float64) float64 {
 
 // Metropolis is the acceptance rule of simulated annealing: a move that lowers the energy (dE <= 0) is always
 // taken, a worse one with probability exp(-dE/T). (Collie's code accepts when random() > dE*T, which is not
-// this rule; see collie-sim-anchor.md §1.3.)
+// this rule.)
 func Metropolis(dE, T float64, rng *rand.Rand) bool {
 	if dE <= 0 {
 		return true

@@ -74,62 +74,71 @@ func ParseRestrict(file string, data []byte, base Space) (Space, error) {
 		if !ok || len(seq.Values) == 0 {
 			return s, fail("expected a non-empty list, e.g. [a, b]")
 		}
-		switch key {
-		case "qp_type", "opcode", "direction", "memory":
-			all := map[string][]string{"qp_type": base.QPTypes, "opcode": base.Opcodes, "direction": base.Directions,
-				"memory": base.Memories}[key]
-			var vals []string
-			for _, n := range seq.Values {
-				v, isStr := n.(*ast.StringNode)
-				if !isStr || !slices.Contains(all, v.Value) {
-					return s, posErr(file, n, fmt.Sprintf("%s: %s is not one of %s", key, n, strings.Join(all, ", ")))
-				}
-				if !slices.Contains(vals, v.Value) {
-					vals = append(vals, v.Value)
-				}
-			}
-			switch key {
-			case "qp_type":
-				s.QPTypes = vals
-			case "opcode":
-				s.Opcodes = vals
-			case "direction":
-				s.Directions = vals
-			default:
-				s.Memories = vals
-			}
-		case "mtu":
-			var vals []int
-			for _, n := range seq.Values {
-				v, ok := intOf(n)
-				if !ok || !slices.Contains(base.MTUs, v) {
-					return s, posErr(file, n, fmt.Sprintf("mtu: %s is not one of %v", n, base.MTUs))
-				}
-				if !slices.Contains(vals, v) {
-					vals = append(vals, v)
-				}
-			}
-			slices.Sort(vals)
-			s.MTUs = vals
-		default:
-			r := map[string]*IntRange{"num_qps": &s.NumQPs, "wqe_batch": &s.WQEBatch, "sge": &s.SGE,
-				"wq_depth": &s.WQDepth, "num_mrs": &s.NumMRs, "mr_size": &s.MRSize, "msg_sizes": &s.MsgSize,
-				"msg_count": &s.MsgCount}[key]
-			lo, okLo := intOf(seq.Values[0])
-			hi, okHi := lo, okLo
-			if len(seq.Values) == 2 {
-				hi, okHi = intOf(seq.Values[1])
-			}
-			if len(seq.Values) > 2 || !okLo || !okHi || lo > hi || lo < r.Min || hi > r.Max {
-				return s, fail("expected [LOW, HIGH] with %d <= LOW <= HIGH <= %d", r.Min, r.Max)
-			}
-			r.Min, r.Max = lo, hi
+		if err := restrictDim(file, key, seq, base, &s, fail); err != nil {
+			return s, err
 		}
 	}
 	if err := s.Check(); err != nil {
 		return s, fmt.Errorf("%s: the restricted space is empty: %w", file, err)
 	}
 	return s, nil
+}
+
+// restrictDim narrows one list-valued dimension of s to the values (categorical dimensions, mtu) or the
+// [LOW, HIGH] range (numeric ones) seq gives, each checked against base; fail formats an error at the key.
+func restrictDim(file, key string, seq *ast.SequenceNode, base Space, s *Space, fail func(string, ...any) error) error {
+	switch key {
+	case "qp_type", "opcode", "direction", "memory":
+		all := map[string][]string{"qp_type": base.QPTypes, "opcode": base.Opcodes, "direction": base.Directions,
+			"memory": base.Memories}[key]
+		var vals []string
+		for _, n := range seq.Values {
+			v, isStr := n.(*ast.StringNode)
+			if !isStr || !slices.Contains(all, v.Value) {
+				return posErr(file, n, fmt.Sprintf("%s: %s is not one of %s", key, n, strings.Join(all, ", ")))
+			}
+			if !slices.Contains(vals, v.Value) {
+				vals = append(vals, v.Value)
+			}
+		}
+		switch key {
+		case "qp_type":
+			s.QPTypes = vals
+		case "opcode":
+			s.Opcodes = vals
+		case "direction":
+			s.Directions = vals
+		default:
+			s.Memories = vals
+		}
+	case "mtu":
+		var vals []int
+		for _, n := range seq.Values {
+			v, ok := intOf(n)
+			if !ok || !slices.Contains(base.MTUs, v) {
+				return posErr(file, n, fmt.Sprintf("mtu: %s is not one of %v", n, base.MTUs))
+			}
+			if !slices.Contains(vals, v) {
+				vals = append(vals, v)
+			}
+		}
+		slices.Sort(vals)
+		s.MTUs = vals
+	default:
+		r := map[string]*IntRange{"num_qps": &s.NumQPs, "wqe_batch": &s.WQEBatch, "sge": &s.SGE,
+			"wq_depth": &s.WQDepth, "num_mrs": &s.NumMRs, "mr_size": &s.MRSize, "msg_sizes": &s.MsgSize,
+			"msg_count": &s.MsgCount}[key]
+		lo, okLo := intOf(seq.Values[0])
+		hi, okHi := lo, okLo
+		if len(seq.Values) == 2 {
+			hi, okHi = intOf(seq.Values[1])
+		}
+		if len(seq.Values) > 2 || !okLo || !okHi || lo > hi || lo < r.Min || hi > r.Max {
+			return fail("expected [LOW, HIGH] with %d <= LOW <= HIGH <= %d", r.Min, r.Max)
+		}
+		r.Min, r.Max = lo, hi
+	}
+	return nil
 }
 
 func intOf(n ast.Node) (int, bool) {

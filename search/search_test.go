@@ -701,15 +701,21 @@ func TestEvaluatorFailuresAndCancellation(t *testing.T) {
 	}
 }
 
-func TestRegistry(t *testing.T) {
-	if _, err := EvaluatorFor("cx6vpi-200g-test-none"); err == nil || !strings.Contains(err.Error(), "synthetic") {
-		t.Errorf("missing profile: %v, want an error listing the registered ones", err)
+func TestEvaluatorFor(t *testing.T) {
+	if _, err := EvaluatorFor("cx6vpi-200g-test-none"); err == nil || !strings.Contains(err.Error(), "synthetic, ") {
+		t.Errorf("missing profile: %v, want an error listing the profiles with an evaluator", err)
 	}
-	RegisterEvaluator("test-profile", func() Evaluator { return SyntheticF() })
-	if ev, err := EvaluatorFor("test-profile"); err != nil || ev == nil {
-		t.Errorf("registered profile: %v", err)
+	if _, err := EvaluatorFor("cx5"); err == nil {
+		t.Error("cx5 has no micro section, yet it has an evaluator")
 	}
-	if !slices.Contains(Profiles(), "test-profile") {
-		t.Errorf("Profiles() = %v", Profiles())
+	if ev, err := EvaluatorFor(SyntheticProfile); err != nil || ev == nil {
+		t.Errorf("synthetic: %v", err)
+	}
+	if ev, err := EvaluatorFor("cx6vpi-200g"); err != nil || ev == nil {
+		t.Errorf("cx6vpi-200g: %v", err)
+	}
+	if p := Profiles(); !slices.Contains(p, "synthetic") || !slices.Contains(p, "cx6vpi-200g") || slices.Contains(p, "cx5") ||
+		!slices.IsSorted(p) {
+		t.Errorf("Profiles() = %v", p)
 	}
 }

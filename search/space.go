@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // IntRange is an inclusive range of an integer dimension. Log makes sampling and mutation uniform in log space:
@@ -106,7 +109,7 @@ type Space struct {
 	EventMaxPSN int      `json:"event_max_psn,omitempty"`
 }
 
-// DefaultSpace is Collie's space (seeds/003 §4 and its code, collie-sim-anchor.md §1.1): up to 20K QPs and 200K
+// DefaultSpace is Collie's space (seeds/003 §4 and its code): up to 20K QPs and 200K
 // MRs in all (the paper's bounds; num_mrs is per QP, so up to 200K / num_qps each), WQE batch up to the
 // engine's 128, 1..4 SGEs, WQ depth up to 1024, request vectors of 1..8 sizes from 32 B to 128 KB in 32 B steps,
 // MTU 256..4096, MRs of 4 KB..4 MB.
@@ -115,7 +118,7 @@ func DefaultSpace() Space {
 		QPTypes:     []string{"rc", "uc", "ud"},
 		Opcodes:     []string{"send", "write", "read"},
 		NumQPs:      IntRange{Min: 1, Max: 20000, Log: true},
-		MTUs:        []int{256, 512, 1024, 2048, 4096},
+		MTUs:        roce.MTUs(),
 		WQEBatch:    IntRange{Min: 1, Max: 128, Log: true},
 		SGE:         IntRange{Min: 1, Max: 4},
 		WQDepth:     IntRange{Min: 1, Max: 1024, Log: true},
@@ -134,8 +137,7 @@ func DefaultSpace() Space {
 // OrdinaryWorkload is a perftest-like workload (one RC QP writing 64 KB messages at MTU 4096): the simplest
 // setting a minimal reproducer falls back to for the dimensions an anomaly does not depend on.
 func OrdinaryWorkload() Workload {
-	return Workload{QPType: "rc", Opcode: "write", NumQPs: 1, MTU: 4096, WQEBatch: 1, SGE: 1, WQDepth: 128,
-		NumMRs: 1, MRSize: 65536, MsgSizes: []int{65536}, Direction: "uni", Memory: "local"}
+	return Workload{Workload: scenario.DefaultWorkload()}
 }
 
 // opcodesFor lists the opcodes a QP type supports (IBTA): UD only SEND, UC SEND and WRITE, RC all three.
@@ -175,7 +177,7 @@ func (s *Space) Check() error {
 		return fmt.Errorf("space: mtu has no values")
 	}
 	for _, m := range s.MTUs {
-		if m < 256 || m > 4096 || m&(m-1) != 0 {
+		if !roce.ValidMTU(m) {
 			return fmt.Errorf("space: mtu %d is not a power of two in 256..4096", m)
 		}
 	}

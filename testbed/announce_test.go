@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 )
 
@@ -22,12 +23,12 @@ func TestEstimateDumpBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(t.TempDir(), "r")
-		if _, err := Run(sc, Options{OutDir: dir}); err != nil {
+		if err := Run(sc, Options{OutDir: dir}); err != nil {
 			t.Fatal(err)
 		}
 		var written int64
-		files, _ := filepath.Glob(filepath.Join(dir, DirDump, "*.pcap"))
-		for _, f := range append(files, filepath.Join(dir, FileTrace)) {
+		files, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
+		for _, f := range append(files, filepath.Join(dir, resultsdir.FileTrace)) {
 			st, err := os.Stat(f)
 			if err != nil {
 				t.Fatal(err)

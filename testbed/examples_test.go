@@ -7,6 +7,7 @@ import (
 
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 // Every scenario under examples/ is a test: it runs on its testbed and every expectation holds.
@@ -33,7 +34,7 @@ func TestExamples(t *testing.T) {
 			if len(sc.Expect) == 0 {
 				t.Fatal("an example must say what it expects (expect:)")
 			}
-			o, err := Run(sc, Options{OutDir: t.TempDir()})
+			o, err := runJudged(sc, Options{OutDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,7 +43,7 @@ func TestExamples(t *testing.T) {
 					t.Errorf("%s: %s", e.Expect, e.Detail)
 				}
 			}
-			if o.Doc.Verdict != VerdictPass {
+			if o.Doc.Verdict != verdict.Pass {
 				for _, c := range o.Doc.Checks {
 					if !c.OK {
 						t.Errorf("check %s qp %d failed: %+v", c.Analyzer, c.QP, c.Violations)

@@ -10,9 +10,11 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 // Each checker must catch a real fault: the simulator runs a deliberately broken NIC model (a profile under
@@ -31,7 +33,7 @@ type tracePkt struct {
 // readTrace decodes the RC packets of dir's trace.pcapng.
 func readTrace(t *testing.T, dir string) []tracePkt {
 	t.Helper()
-	f, err := trace.Open(filepath.Join(dir, FileTrace))
+	f, err := trace.Open(filepath.Join(dir, resultsdir.FileTrace))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +185,8 @@ func TestFaultyNICsAreCaught(t *testing.T) {
 
 			dir := t.TempDir()
 			o := run(t, load(t, faultScenario(prof, fc.verb)), dir)
-			var conns []ConnRecord
-			if err := readList(dir, FileConnections, &conns); err != nil || len(conns) != 1 {
+			var conns []resultsdir.ConnRecord
+			if err := resultsdir.ReadList(dir, resultsdir.FileConnections, &conns); err != nil || len(conns) != 1 {
 				t.Fatalf("connections.json: %v (%d connections)", err, len(conns))
 			}
 			drop := uint32(roce.PSN(conns[0].RequesterIPSN).Add(dropRel))
@@ -193,7 +195,7 @@ func TestFaultyNICsAreCaught(t *testing.T) {
 			if !o.Doc.Integrity.OK {
 				t.Fatalf("integrity failed: %+v", o.Doc.Integrity)
 			}
-			if o.Doc.Verdict != VerdictFail || o.ExitCode() != 1 {
+			if o.Doc.Verdict != verdict.Fail || o.ExitCode() != 1 {
 				t.Errorf("verdict %s exit %d, want fail and 1", o.Doc.Verdict, o.ExitCode())
 			}
 			c := findCheck(o.Doc.Checks, fc.analyzer, 1)
@@ -211,7 +213,7 @@ func TestFaultyNICsAreCaught(t *testing.T) {
 
 			// The same scenario on the profile the fault file was copied from passes.
 			h := run(t, load(t, faultScenario(fc.healthy, fc.verb)), t.TempDir())
-			if h.Doc.Verdict != VerdictPass {
+			if h.Doc.Verdict != verdict.Pass {
 				t.Errorf("healthy %s: verdict %s: %+v", fc.healthy, h.Doc.Verdict, h.Doc.Checks)
 			}
 			if hc := findCheck(h.Doc.Checks, fc.analyzer, 1); hc == nil || !hc.OK {

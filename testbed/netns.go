@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/lumina-go/lumina/live"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 )
 
@@ -25,7 +26,7 @@ func runNetns(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		return nil, err
 	}
 	snap := sc.Network.SnapLen
-	res, err := live.RunNetns(context.Background(), live.NetnsConfig{Sim: cfg, OutDir: filepath.Join(opts.OutDir, DirDump),
+	res, err := live.RunNetns(context.Background(), live.NetnsConfig{Sim: cfg, OutDir: filepath.Join(opts.OutDir, resultsdir.DirDump),
 		SnapLen: snap, RewritePort: uint16(sc.RewriteUDPDstPort)})
 	if *injectErr != nil {
 		return nil, badInputf("%s: %w", sc.Path, *injectErr)

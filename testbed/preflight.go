@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/scenario"
 )
 
@@ -15,7 +16,7 @@ func preflight(sc *scenario.Scenario) error {
 		if err != nil {
 			return err
 		}
-		if err := cfg.Validate(); err != nil {
+		if err := netsim.ValidateConfig(&cfg); err != nil {
 			return badInputf("%s: %w", sc.Path, err)
 		}
 	}

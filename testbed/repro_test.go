@@ -9,6 +9,7 @@ import (
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 var updateREADME = flag.Bool("update", false, "rewrite the reproduction table in README.md")
@@ -21,7 +22,7 @@ type reproRow struct {
 	example   string // the scenario under examples/ that reproduces it
 	unit      string
 	lo, hi    float64 // the published range the measured value must stay in
-	measure   func(d *Document) (float64, bool)
+	measure   func(d *verdict.Document) (float64, bool)
 	// notReproduced explains a published value the model does not reach (the row then records, and the test
 	// checks, what the model does instead: lo..hi hold the model's own bounds).
 	notReproduced string
@@ -35,8 +36,8 @@ func mean(vals []float64) float64 {
 	return s / float64(len(vals))
 }
 
-func retx(f func(r analyze.Retransmission) *float64, filter func(r analyze.Retransmission) bool) func(d *Document) (float64, bool) {
-	return func(d *Document) (float64, bool) {
+func retx(f func(r analyze.Retransmission) *float64, filter func(r analyze.Retransmission) bool) func(d *verdict.Document) (float64, bool) {
+	return func(d *verdict.Document) (float64, bool) {
 		var vals []float64
 		for _, r := range d.Retransmissions {
 			if v := f(r); v != nil && (filter == nil || filter(r)) {
@@ -57,8 +58,8 @@ func at(pos int) func(r analyze.Retransmission) bool {
 	return func(r analyze.Retransmission) bool { return r.Position == pos }
 }
 
-func counter(host, name string) func(d *Document) (float64, bool) {
-	return func(d *Document) (float64, bool) {
+func counter(host, name string) func(d *verdict.Document) (float64, bool) {
+	return func(d *verdict.Document) (float64, bool) {
 		for _, c := range d.Counters {
 			if c.Host == host && c.Name == name && c.Actual != nil {
 				return float64(*c.Actual), true
@@ -68,8 +69,8 @@ func counter(host, name string) func(d *Document) (float64, bool) {
 	}
 }
 
-func timeoutInterval(msg, i int) func(d *Document) (float64, bool) {
-	return func(d *Document) (float64, bool) {
+func timeoutInterval(msg, i int) func(d *verdict.Document) (float64, bool) {
+	return func(d *verdict.Document) (float64, bool) {
 		for _, t := range d.Timeouts {
 			if t.Msg == msg && i < len(t.TimeoutIntervalsUs) {
 				return t.TimeoutIntervalsUs[i] / 1e6, true
@@ -79,8 +80,8 @@ func timeoutInterval(msg, i int) func(d *Document) (float64, bool) {
 	}
 }
 
-func retries(msg int) func(d *Document) (float64, bool) {
-	return func(d *Document) (float64, bool) {
+func retries(msg int) func(d *verdict.Document) (float64, bool) {
+	return func(d *verdict.Document) (float64, bool) {
 		for _, t := range d.Timeouts {
 			if t.Msg == msg {
 				return float64(t.Retries), true
@@ -90,12 +91,12 @@ func retries(msg int) func(d *Document) (float64, bool) {
 	}
 }
 
-func cnpField(f func(c analyze.CNPResult) float64) func(d *Document) (float64, bool) {
-	return func(d *Document) (float64, bool) { return f(d.CNP), true }
+func cnpField(f func(c analyze.CNPResult) float64) func(d *verdict.Document) (float64, bool) {
+	return func(d *verdict.Document) (float64, bool) { return f(d.CNP), true }
 }
 
-func scope(want string) func(d *Document) (float64, bool) {
-	return func(d *Document) (float64, bool) {
+func scope(want string) func(d *verdict.Document) (float64, bool) {
+	return func(d *verdict.Document) (float64, bool) {
 		if d.CNP.ScopeInferred == want {
 			return 1, true
 		}
@@ -103,8 +104,8 @@ func scope(want string) func(d *Document) (float64, bool) {
 	}
 }
 
-func goodput(qp int) func(d *Document) (float64, bool) {
-	return func(d *Document) (float64, bool) {
+func goodput(qp int) func(d *verdict.Document) (float64, bool) {
+	return func(d *verdict.Document) (float64, bool) {
 		for _, t := range d.Traffic {
 			if t.QP == qp {
 				return t.GoodputGbps, true
@@ -114,8 +115,8 @@ func goodput(qp int) func(d *Document) (float64, bool) {
 	}
 }
 
-func mct(qp, msg int) func(d *Document) (float64, bool) {
-	return func(d *Document) (float64, bool) {
+func mct(qp, msg int) func(d *verdict.Document) (float64, bool) {
+	return func(d *verdict.Document) (float64, bool) {
 		for _, t := range d.Traffic {
 			if t.QP == qp && msg < len(t.MCTUs) {
 				return t.MCTUs[msg], true
@@ -125,7 +126,7 @@ func mct(qp, msg int) func(d *Document) (float64, bool) {
 	}
 }
 
-func innocentMean(d *Document) (float64, bool) {
+func innocentMean(d *verdict.Document) (float64, bool) {
 	if d.NoisyNeighbor == nil {
 		return 0, false
 	}
@@ -200,7 +201,7 @@ var reproRows = []reproRow{
 // range and that README.md's reproduction table is the one these runs produce (go test -run
 // TestReproductionTable ./testbed -update rewrites it).
 func TestReproductionTable(t *testing.T) {
-	docs := map[string]*Document{}
+	docs := map[string]*verdict.Document{}
 	var b strings.Builder
 	b.WriteString("| finding (Lumina paper) | profile | published | measured | example |\n|---|---|---|---|---|\n")
 	for _, r := range reproRows {
@@ -210,7 +211,7 @@ func TestReproductionTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o, err := Run(sc, Options{OutDir: t.TempDir()})
+			o, err := runJudged(sc, Options{OutDir: t.TempDir()})
 			if err != nil {
 				t.Fatalf("%s: %v", r.example, err)
 			}

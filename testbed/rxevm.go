@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/lumina-go/lumina/verbs"
 	"io"
 	"net/netip"
 	"os"
@@ -19,8 +18,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verbs"
+
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/netsim"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/version"
 )
@@ -41,7 +42,7 @@ const (
 
 // RxeRawDir is the subdirectory of the results directory where the guest's own files are kept (logs, tool
 // output, counter snapshots, the switch's status), for the curious and for debugging.
-const RxeRawDir = "rxe-vm"
+const RxeRawDir = resultsdir.DirRxeRaw
 
 // rxeJob is what the guest runs, derived from the scenario.
 type rxeJob struct {
@@ -237,7 +238,7 @@ func runRxeVM(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		return nil, fmt.Errorf("rxe-vm testbed: %w", err)
 	}
 	defer os.RemoveAll(jobDir)
-	if err := writeEffective(filepath.Join(jobDir, FileScenario), sc); err != nil {
+	if err := writeEffective(filepath.Join(jobDir, resultsdir.FileScenario), sc); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(jobDir, "job.env"), []byte(job.env(sc)), 0o644); err != nil {
@@ -303,7 +304,7 @@ func collectRxeVM(sc *scenario.Scenario, job rxeJob, raw, out string) (*rawResul
 		return nil, fmt.Errorf("rxe-vm testbed: the guest brought back no dump in %s; see %s", filepath.Join(raw, "dump"), filepath.Join(raw, "guest.log"))
 	}
 	for _, p := range pcaps {
-		if err := copyFile(p, filepath.Join(out, DirDump, filepath.Base(p))); err != nil {
+		if err := copyFile(p, filepath.Join(out, resultsdir.DirDump, filepath.Base(p))); err != nil {
 			return nil, err
 		}
 	}
@@ -311,14 +312,14 @@ func collectRxeVM(sc *scenario.Scenario, job rxeJob, raw, out string) (*rawResul
 	if err := readJSON(raw, "switch-status.json", &st); err != nil {
 		return nil, fmt.Errorf("rxe-vm testbed: the switch's status: %w", err)
 	}
-	if err := writeEffective(filepath.Join(out, FileScenario), sc); err != nil {
+	if err := writeEffective(filepath.Join(out, resultsdir.FileScenario), sc); err != nil {
 		return nil, err
 	}
 	counters, err := rxeCounters(raw, st)
 	if err != nil {
 		return nil, err
 	}
-	if err := writeJSON(out, FileCounters, counters); err != nil {
+	if err := writeJSON(out, resultsdir.FileCounters, counters); err != nil {
 		return nil, err
 	}
 	sw := struct {
@@ -327,11 +328,11 @@ func collectRxeVM(sc *scenario.Scenario, job rxeJob, raw, out string) (*rawResul
 	if sw.Entries == nil {
 		sw.Entries = []json.RawMessage{}
 	}
-	if err := writeJSON(out, FileSwitch, sw); err != nil {
+	if err := writeJSON(out, resultsdir.FileSwitch, sw); err != nil {
 		return nil, err
 	}
-	var conns []ConnRecord
-	traffic := []TrafficRecord{}
+	var conns []resultsdir.ConnRecord
+	traffic := []resultsdir.TrafficRecord{}
 	switch job.tool {
 	case "perftest":
 		conns, err = perftestConns(sc, raw, st.Learned)
@@ -351,10 +352,10 @@ func collectRxeVM(sc *scenario.Scenario, job rxeJob, raw, out string) (*rawResul
 			return nil, err
 		}
 	}
-	if err := writeList(out, FileConnections, conns); err != nil {
+	if err := writeList(out, resultsdir.FileConnections, conns); err != nil {
 		return nil, err
 	}
-	if err := writeList(out, FileTraffic, traffic); err != nil {
+	if err := writeList(out, resultsdir.FileTraffic, traffic); err != nil {
 		return nil, err
 	}
 	// The guest's switch does not record ITER per mirrored packet: the analyzers derive it from the trace.
@@ -373,10 +374,10 @@ func copyFile(src, dst string) error {
 }
 
 // rxeCounters reads the guest's hw_counters snapshots ("DEVICE NAME VALUE" lines) and the switch's status.
-func rxeCounters(raw string, st rxeSwitchStatus) (CountersFile, error) {
-	cf := CountersFile{
-		Requester: HostCounters{NIC: "rxe", Vendor: "rxe", Start: map[string]uint64{}, Finish: map[string]uint64{}},
-		Responder: HostCounters{NIC: "rxe", Vendor: "rxe", Start: map[string]uint64{}, Finish: map[string]uint64{}},
+func rxeCounters(raw string, st rxeSwitchStatus) (resultsdir.CountersFile, error) {
+	cf := resultsdir.CountersFile{
+		Requester: resultsdir.HostCounters{NIC: "rxe", Vendor: "rxe", Start: map[string]uint64{}, Finish: map[string]uint64{}},
+		Responder: resultsdir.HostCounters{NIC: "rxe", Vendor: "rxe", Start: map[string]uint64{}, Finish: map[string]uint64{}},
 	}
 	for _, phase := range []string{"start", "finish"} {
 		name := filepath.Join(raw, "counters-"+phase+".txt")
@@ -405,7 +406,7 @@ func rxeCounters(raw string, st rxeSwitchStatus) (CountersFile, error) {
 		}
 	}
 	for _, p := range st.Ports {
-		cf.Switch.Ports = append(cf.Switch.Ports, netsim.SwitchPortCounters{RxRoCE: p.RxRoCE, TxRoCE: p.TxRoCE, Mirrored: p.Mirrored})
+		cf.Switch.Ports = append(cf.Switch.Ports, inject.PortCounters{RxRoCE: p.RxRoCE, TxRoCE: p.TxRoCE, Mirrored: p.Mirrored})
 		cf.Switch.RxRoCE += p.RxRoCE
 	}
 	cf.Switch.Mirrored = st.Mirrored
@@ -418,7 +419,7 @@ var perftestAddr = regexp.MustCompile(`(local|remote) address: LID \S+ QPN (0x[0
 
 // perftestConns joins the connections the switch learned (in learning order: the scenario's numbering) with
 // the QPNs and PSNs perftest's client printed (the requester's QPN never appears in its requests).
-func perftestConns(sc *scenario.Scenario, raw string, learned []inject.ConnMeta) ([]ConnRecord, error) {
+func perftestConns(sc *scenario.Scenario, raw string, learned []inject.ConnMeta) ([]resultsdir.ConnRecord, error) {
 	name := filepath.Join(raw, "perftest-client.txt")
 	b, err := os.ReadFile(name)
 	if err != nil {
@@ -444,9 +445,9 @@ func perftestConns(sc *scenario.Scenario, raw string, learned []inject.ConnMeta)
 	if len(learned) != t.NumConnections {
 		return nil, fmt.Errorf("rxe-vm testbed: the switch learned %d connections, the scenario has %d (perftest output: %s)", len(learned), t.NumConnections, name)
 	}
-	out := make([]ConnRecord, len(learned))
+	out := make([]resultsdir.ConnRecord, len(learned))
 	for i, l := range learned {
-		c := ConnRecord{QP: i + sc.IndexBase, Verb: l.Verb, RequesterIP: l.ReqIP, ResponderIP: l.RespIP,
+		c := resultsdir.ConnRecord{QP: i + sc.IndexBase, Verb: l.Verb, RequesterIP: l.ReqIP, ResponderIP: l.RespIP,
 			ResponderQPN: l.RespQPN, RequesterIPSN: uint32(l.ReqIPSN), PacketsPerMsg: t.PacketsPerMessage(),
 			NumMsgs: t.NumMsgsPerQP, MTU: t.MTU}
 		found := false
@@ -467,20 +468,20 @@ func perftestConns(sc *scenario.Scenario, raw string, learned []inject.ConnMeta)
 }
 
 // verbsResults converts the generator's report into connections.json and traffic.json records.
-func verbsResults(sc *scenario.Scenario, rep VerbsReport) ([]ConnRecord, []TrafficRecord, error) {
+func verbsResults(sc *scenario.Scenario, rep VerbsReport) ([]resultsdir.ConnRecord, []resultsdir.TrafficRecord, error) {
 	sort.Slice(rep.Conns, func(i, j int) bool { return rep.Conns[i].Index < rep.Conns[j].Index })
-	conns := make([]ConnRecord, len(rep.Conns))
-	traffic := make([]TrafficRecord, len(rep.Conns))
+	conns := make([]resultsdir.ConnRecord, len(rep.Conns))
+	traffic := make([]resultsdir.TrafficRecord, len(rep.Conns))
 	for i, c := range rep.Conns {
 		req, err1 := netip.ParseAddr(c.ReqIP)
 		resp, err2 := netip.ParseAddr(c.RespIP)
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, nil, fmt.Errorf("rxe-vm testbed: the verbs generator's connection %d: %w", c.Index, err)
 		}
-		conns[i] = ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: req, ResponderIP: resp,
+		conns[i] = resultsdir.ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: req, ResponderIP: resp,
 			RequesterQPN: c.ReqQPN, ResponderQPN: c.RespQPN, RequesterIPSN: c.ReqIPSN, ResponderIPSN: c.RespIPSN,
 			PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: sc.Traffic.MTU}
-		traffic[i] = TrafficRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, Status: c.Status, Posted: c.Posted,
+		traffic[i] = resultsdir.TrafficRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, Status: c.Status, Posted: c.Posted,
 			Completed: c.Completed, MCTUs: c.MCTUs, GoodputGbps: c.GoodputGbps}
 		if traffic[i].MCTUs == nil {
 			traffic[i].MCTUs = []float64{}

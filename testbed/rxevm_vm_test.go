@@ -11,6 +11,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
@@ -42,12 +43,12 @@ func TestRxeVMVerbsWriteDrop(t *testing.T) {
 	if err := readJSON(filepath.Join(out, RxeRawDir), "verbs-client.json", &rep); err != nil {
 		t.Fatal(err)
 	}
-	var conns []ConnRecord
-	var traffic []TrafficRecord
-	if err := readList(out, FileConnections, &conns); err != nil {
+	var conns []resultsdir.ConnRecord
+	var traffic []resultsdir.TrafficRecord
+	if err := resultsdir.ReadList(out, resultsdir.FileConnections, &conns); err != nil {
 		t.Fatal(err)
 	}
-	if err := readList(out, FileTraffic, &traffic); err != nil {
+	if err := resultsdir.ReadList(out, resultsdir.FileTraffic, &traffic); err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Conns) != 1 || len(conns) != 1 || len(traffic) != 1 {
@@ -88,7 +89,7 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 		out = t.TempDir()
 	}
 	out = filepath.Join(out, outSuffix)
-	o, err := Run(sc, Options{OutDir: out, Progress: testWriter{t}})
+	o, err := runJudged(sc, Options{OutDir: out, Progress: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 		t.Fatalf("integrity check failed: %+v", doc.Integrity.Checks)
 	}
 	// Every frame of the trace is a mirrored RoCEv2 packet whose ICRC rxe computed: all must verify.
-	f, err := trace.Open(filepath.Join(out, FileTrace))
+	f, err := trace.Open(filepath.Join(out, resultsdir.FileTrace))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 			t.Fatalf("trace packet %d is not RoCEv2", pk.Index)
 		}
 		n++
-		if mir, ok := trace.DecodeMirror(pk.Data); ok && mir.Event == trace.EventDrop {
+		if mir, ok := roce.DecodeMirror(pk.Data); ok && mir.Event == roce.EventDrop {
 			dropped++
 		}
 		if p.CheckICRC() != roce.ICRCGood {

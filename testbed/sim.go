@@ -1,9 +1,9 @@
 package testbed
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/netsim"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
@@ -20,25 +22,36 @@ import (
 
 // Options are how a run is carried out; none of them changes the results.
 type Options struct {
-	// OutDir is the results directory; it is created (and emptied of a previous run's files).
+	// OutDir is the results directory. Run writes a staging directory beside it and moves it into place whole
+	// (resultsdir.Begin); the backends write into OutDir, which Run sets to the staging directory.
 	OutDir string
 	// Progress, if not nil, receives progress lines when a run takes longer than a moment.
 	Progress io.Writer
+	// Remote configures the remote testbed.
+	Remote RemoteOptions
 	// Staged, if not nil, is told the staging directory the run writes into before anything runs (so that
-	// an interrupted command can mark it: MarkInterrupted).
+	// an interrupted command can mark it: resultsdir.MarkInterrupted).
 	Staged func(dir string)
+	// Finish, if not nil, runs on the staging directory once the testbed has written everything, before the
+	// directory is moved into place: `lumina run` judges it there (verdict.Judge), so that analysis.json is
+	// part of the directory committed whole. An error from it aborts the run like the testbed's own.
+	Finish func(dir string) error
 }
 
-// Run runs the scenario on its testbed, writes the results directory and analyzes it. The directory is
-// written whole or not at all (BeginResults): a run that fails or is killed leaves the previous results in
-// place. Errors wrapping ErrInput are the scenario's or the environment's fault (exit status 2).
-func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
+// Run runs the scenario on its testbed and writes the results directory: the effective scenario, the dumps,
+// the trace reconstructed from them, the counters and the traffic log (package resultsdir). Judging them is the
+// verdict stage's job (Options.Finish, or after Run). The directory is written whole or not at all
+// (resultsdir.Begin): a run that fails or is killed leaves the previous results in place and its partial
+// results in a staging directory marked INCOMPLETE. A run that started and could not finish is an
+// *InvalidRunError whose Dir is that staging directory. Errors wrapping ErrInput are the scenario's or the
+// environment's fault (exit status 2).
+func Run(sc *scenario.Scenario, opts Options) error {
 	if err := preflight(sc); err != nil {
-		return nil, err
+		return err
 	}
-	st, err := BeginResults(opts.OutDir, "lumina run of "+sc.Path)
+	st, err := resultsdir.Begin(opts.OutDir, "lumina run of "+sc.Path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	announce(opts.Progress, sc, st.Final)
 	if opts.Staged != nil {
@@ -46,18 +59,22 @@ func Run(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 	}
 	staged := opts
 	staged.OutDir = st.Dir
-	o, err := runStaged(sc, staged)
+	err = runStaged(sc, staged)
+	if err == nil && opts.Finish != nil {
+		err = opts.Finish(st.Dir)
+	}
 	if err != nil {
-		return nil, st.Abort(err)
+		var inv *InvalidRunError
+		if errors.As(err, &inv) {
+			inv.Dir = st.Dir
+		}
+		return st.Abort(err)
 	}
-	if err := st.Commit(); err != nil {
-		return nil, err
-	}
-	o.Dir = st.Final
-	return o, nil
+	return st.Commit()
 }
 
-func runStaged(sc *scenario.Scenario, opts Options) (*Outcome, error) {
+// runStaged runs the scenario's testbed writing into opts.OutDir, the staging directory.
+func runStaged(sc *scenario.Scenario, opts Options) error {
 	if sc.Workload != nil {
 		return runWorkload(sc, opts) // a Collie-style workload on the NIC micro-architecture model (workload.go)
 	}
@@ -69,35 +86,33 @@ func runStaged(sc *scenario.Scenario, opts Options) (*Outcome, error) {
 		backend = runNetns
 	case "rxe-vm":
 		backend = runRxeVM
+	case "remote":
+		backend = runRemote
 	default:
-		return nil, badInputf("%s: testbed %q is not available in this version; expected sim, netns or rxe-vm", sc.Path, sc.Testbed)
+		return badInputf("%s: testbed %q is not available in this version; expected sim, netns, rxe-vm or remote", sc.Path, sc.Testbed)
 	}
 	raw, err := backend(sc, opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return analyzeDir(opts.OutDir, sc, raw)
+	return reconstruct(opts.OutDir, raw, sc.IndexBase)
 }
 
 // loadProfile resolves a scenario NIC type: a profile name, or a file path relative to the scenario.
 func loadProfile(sc *scenario.Scenario, host, typ string) (*rnic.Profile, error) {
-	p := typ
-	if strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") {
-		p = sc.ResolvePath(p)
-	}
-	prof, err := rnic.LoadProfile(p)
+	prof, err := rnic.LoadProfile(sc.ProfileRef(typ))
 	if err != nil {
 		return nil, badInputf("%s: %s.nic.type: %w", sc.Path, host, err)
 	}
 	return prof, nil
 }
 
-func hostConfig(sc *scenario.Scenario, h scenario.Host, name string, mac byte) (netsim.HostConfig, error) {
+func hostConfig(sc *scenario.Scenario, h scenario.Host, name string, mac byte) (lab.HostConfig, error) {
 	prof, err := loadProfile(sc, name, h.NIC.Type)
 	if err != nil {
-		return netsim.HostConfig{}, err
+		return lab.HostConfig{}, err
 	}
-	hc := netsim.HostConfig{
+	hc := lab.HostConfig{
 		Profile:         prof,
 		MAC:             [6]byte{0x02, 0x00, 0x00, 0x00, 0x00, mac},
 		AdaptiveRetrans: h.RoCEParameters.AdaptiveRetrans,
@@ -118,30 +133,30 @@ func hostConfig(sc *scenario.Scenario, h scenario.Host, name string, mac byte) (
 	if h.NIC.ETS != nil {
 		hc.ETS.DSCPToTC = h.NIC.ETS.DSCPToTC
 		for _, c := range h.NIC.ETS.Classes {
-			hc.ETS.Classes = append(hc.ETS.Classes, netsim.TrafficClass{TC: c.TC, Weight: c.Weight, Strict: c.Strict})
+			hc.ETS.Classes = append(hc.ETS.Classes, lab.TrafficClass{TC: c.TC, Weight: c.Weight, Strict: c.Strict})
 		}
 	}
 	return hc, nil
 }
 
 // netsimConfig converts a scenario into the simulator's configuration.
-func netsimConfig(sc *scenario.Scenario) (netsim.Config, error) {
+func netsimConfig(sc *scenario.Scenario) (lab.Config, error) {
 	req, err := hostConfig(sc, sc.Requester, "requester", 0x02)
 	if err != nil {
-		return netsim.Config{}, err
+		return lab.Config{}, err
 	}
 	resp, err := hostConfig(sc, sc.Responder, "responder", 0x03)
 	if err != nil {
-		return netsim.Config{}, err
+		return lab.Config{}, err
 	}
 	t := sc.Traffic
-	cfg := netsim.Config{
+	cfg := lab.Config{
 		Seed:            sc.Seed,
 		Requester:       req,
 		Responder:       resp,
-		Link:            netsim.LinkConfig{Gbps: sc.Network.LinkGbps, PropagationNs: sc.Network.PropagationNs},
+		Link:            lab.LinkConfig{Gbps: sc.Network.LinkGbps, PropagationNs: sc.Network.PropagationNs},
 		SwitchLatencyNs: sc.Network.SwitchLatencyNs,
-		Traffic: netsim.TrafficConfig{
+		Traffic: lab.TrafficConfig{
 			Verb:         t.Verb,
 			NumConns:     t.NumConnections,
 			NumSendConns: t.NumSendQPs,
@@ -214,10 +229,10 @@ type dumper struct {
 	err  error
 }
 
-// switchSetup gives a netsim.Config (also the netns testbed's description) the injector built from the
+// switchSetup gives a lab.Config (also the netns testbed's description) the injector built from the
 // scenario's events, behind a recorder that remembers each mirrored packet's ITER and connection.
-func switchSetup(sc *scenario.Scenario, cfg *netsim.Config) (*recorder, *error, error) {
-	intents, err := Intents(sc)
+func switchSetup(sc *scenario.Scenario, cfg *lab.Config) (*recorder, *error, error) {
+	intents, err := inject.Intents(sc)
 	if err != nil {
 		return nil, nil, badInput(err)
 	}
@@ -231,7 +246,7 @@ func switchSetup(sc *scenario.Scenario, cfg *netsim.Config) (*recorder, *error, 
 	cfg.Dumpers = len(weights)
 	rec := &recorder{}
 	injectErr := new(error)
-	cfg.NewSwitch = func(conns []inject.ConnMeta) (netsim.SwitchLogic, error) {
+	cfg.NewSwitch = func(conns []inject.ConnMeta) (inject.Logic, error) {
 		sw, err := inject.New(inject.Config{
 			Conns:         conns,
 			Intents:       intents,
@@ -262,7 +277,7 @@ func (r *recorder) raw() *rawResults {
 }
 
 // progress returns a netsim progress callback printing a line per second once a run takes more than a second.
-func progress(w io.Writer, cfg *netsim.Config) {
+func progress(w io.Writer, cfg *lab.Config) {
 	if w == nil {
 		return
 	}
@@ -295,7 +310,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		snap = 65535
 	}
 	for i := range dumps {
-		f, err := os.Create(filepath.Join(opts.OutDir, DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
+		f, err := os.Create(filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
 		if err != nil {
 			return nil, fmt.Errorf("creating dump file: %w", err)
 		}
@@ -314,7 +329,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		dp.buf = append(dp.buf[:0], frame...)
 		if dp.port != 0 {
-			trace.UndoRSS(dp.buf, dp.port)
+			roce.UndoRSS(dp.buf, dp.port)
 		}
 		n := min(len(dp.buf), snap)
 		if dp.w.Available() < 16+n {
@@ -368,57 +383,6 @@ func fmtDuration(ns int64) string {
 	return fmt.Sprintf("%.1f us", float64(ns)/1e3)
 }
 
-// ConnRecord is one connection in connections.json (indices 0-based inside; QP is the scenario's numbering).
-type ConnRecord struct {
-	QP            int        `json:"qp"`
-	Verb          string     `json:"verb"`
-	RequesterIP   netip.Addr `json:"requester_ip"`
-	ResponderIP   netip.Addr `json:"responder_ip"`
-	RequesterQPN  uint32     `json:"requester_qpn"`
-	ResponderQPN  uint32     `json:"responder_qpn"`
-	RequesterIPSN uint32     `json:"requester_ipsn"`
-	ResponderIPSN uint32     `json:"responder_ipsn"`
-	PacketsPerMsg int        `json:"packets_per_msg"`
-	NumMsgs       int        `json:"num_msgs"`
-	MTU           int        `json:"mtu"`
-}
-
-// TrafficRecord is one connection in traffic.json.
-type TrafficRecord struct {
-	QP              int       `json:"qp"`
-	Verb            string    `json:"verb"`
-	Status          string    `json:"status"`
-	Posted          int       `json:"messages_posted"`
-	Completed       int       `json:"messages_completed"`
-	MCTUs           []float64 `json:"mct_us"`
-	GoodputGbps     float64   `json:"goodput_gbps"`
-	DataPackets     uint64    `json:"data_packets"`
-	Retransmissions uint64    `json:"retransmissions"`
-}
-
-// HostCounters is one host in counters.json.
-type HostCounters struct {
-	NIC    string            `json:"nic"`
-	Vendor string            `json:"vendor"`
-	Start  map[string]uint64 `json:"start"`
-	Finish map[string]uint64 `json:"finish"`
-}
-
-// CountersFile is counters.json.
-type CountersFile struct {
-	Requester HostCounters   `json:"requester"`
-	Responder HostCounters   `json:"responder"`
-	Switch    SwitchCounters `json:"switch"`
-}
-
-// SwitchCounters are the switch's per-port counters in counters.json.
-type SwitchCounters struct {
-	Ports    []netsim.SwitchPortCounters `json:"ports"`
-	Mirrored uint64                      `json:"mirrored"`
-	RxRoCE   uint64                      `json:"rx_roce"`
-	Injector *inject.Counters            `json:"injector,omitempty"`
-}
-
 func counterMap(cs []rnic.Counter) map[string]uint64 {
 	m := make(map[string]uint64, len(cs))
 	for _, c := range cs {
@@ -427,22 +391,34 @@ func counterMap(cs []rnic.Counter) map[string]uint64 {
 	return m
 }
 
-func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *recorder) error {
-	if err := writeEffective(filepath.Join(dir, FileScenario), sc); err != nil {
+func writeRunFiles(dir string, sc *scenario.Scenario, res *lab.Result, rec *recorder) error {
+	var counters *inject.Counters
+	var entries []inject.Entry
+	if rec.sw != nil {
+		c := rec.sw.Counters()
+		counters, entries = &c, rec.sw.Entries()
+	}
+	return writeRunFilesWith(dir, sc, res, counters, entries)
+}
+
+// writeRunFilesWith writes the effective scenario, connections, traffic, counters and switch files from a
+// run's result and the injector's counters and table.
+func writeRunFilesWith(dir string, sc *scenario.Scenario, res *lab.Result, injCounters *inject.Counters, injEntries []inject.Entry) error {
+	if err := writeEffective(filepath.Join(dir, resultsdir.FileScenario), sc); err != nil {
 		return err
 	}
-	conns := make([]ConnRecord, len(res.Conns))
+	conns := make([]resultsdir.ConnRecord, len(res.Conns))
 	for i, c := range res.Conns {
-		conns[i] = ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: c.ReqIP, ResponderIP: c.RespIP,
+		conns[i] = resultsdir.ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: c.ReqIP, ResponderIP: c.RespIP,
 			RequesterQPN: c.ReqQPN, ResponderQPN: c.RespQPN, RequesterIPSN: uint32(c.ReqIPSN),
 			ResponderIPSN: uint32(c.RespIPSN), PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: sc.Traffic.MTU}
 	}
-	if err := writeList(dir, FileConnections, conns); err != nil {
+	if err := writeList(dir, resultsdir.FileConnections, conns); err != nil {
 		return err
 	}
-	traffic := make([]TrafficRecord, len(res.PerConn))
+	traffic := make([]resultsdir.TrafficRecord, len(res.PerConn))
 	for i, pc := range res.PerConn {
-		tr := TrafficRecord{QP: i + sc.IndexBase, Verb: pc.Verb, Status: pc.Status, Posted: pc.Posted,
+		tr := resultsdir.TrafficRecord{QP: i + sc.IndexBase, Verb: pc.Verb, Status: pc.Status, Posted: pc.Posted,
 			Completed: pc.Completed, GoodputGbps: pc.GoodputGbps, DataPackets: pc.DataPackets,
 			Retransmissions: pc.Retransmissions, MCTUs: make([]float64, len(pc.MCTNs))}
 		for j, ns := range pc.MCTNs {
@@ -450,35 +426,30 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *netsim.Result, rec *r
 		}
 		traffic[i] = tr
 	}
-	if err := writeList(dir, FileTraffic, traffic); err != nil {
+	if err := writeList(dir, resultsdir.FileTraffic, traffic); err != nil {
 		return err
 	}
-	cf := CountersFile{
-		Requester: HostCounters{NIC: sc.Requester.NIC.Type, Start: counterMap(res.Counters.Requester.Start),
+	cf := resultsdir.CountersFile{
+		Requester: resultsdir.HostCounters{NIC: sc.Requester.NIC.Type, Start: counterMap(res.Counters.Requester.Start),
 			Finish: counterMap(res.Counters.Requester.Finish)},
-		Responder: HostCounters{NIC: sc.Responder.NIC.Type, Start: counterMap(res.Counters.Responder.Start),
+		Responder: resultsdir.HostCounters{NIC: sc.Responder.NIC.Type, Start: counterMap(res.Counters.Responder.Start),
 			Finish: counterMap(res.Counters.Responder.Finish)},
-		Switch: SwitchCounters{Ports: res.SwitchPorts[:]},
+		Switch: resultsdir.SwitchCounters{Ports: res.SwitchPorts[:]},
 	}
 	for _, p := range res.SwitchPorts {
 		cf.Switch.Mirrored += p.Mirrored
 		cf.Switch.RxRoCE += p.RxRoCE
 	}
-	if rec.sw != nil {
-		c := rec.sw.Counters()
-		cf.Switch.Injector = &c
-	}
+	cf.Switch.Injector = injCounters
 	cf.Requester.Vendor, cf.Responder.Vendor = vendorOf(sc, sc.Requester), vendorOf(sc, sc.Responder)
-	if err := writeJSON(dir, FileCounters, cf); err != nil {
+	if err := writeJSON(dir, resultsdir.FileCounters, cf); err != nil {
 		return err
 	}
 	var sw struct {
 		Entries []inject.Entry `json:"entries"`
 	}
-	if rec.sw != nil {
-		sw.Entries = rec.sw.Entries()
-	}
-	return writeJSON(dir, FileSwitch, sw)
+	sw.Entries = injEntries
+	return writeJSON(dir, resultsdir.FileSwitch, sw)
 }
 
 func vendorOf(sc *scenario.Scenario, h scenario.Host) string {

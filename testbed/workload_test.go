@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 func loadText(t *testing.T, text string) *scenario.Scenario {
@@ -37,31 +39,31 @@ expect:
   - {path: 'checks[analyzer=workload].ok', equals: false}
 `)
 	dir := t.TempDir()
-	o, err := Run(sc, Options{OutDir: dir})
+	o, err := runJudged(sc, Options{OutDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.ExitCode() != 0 || o.Doc.Verdict != VerdictPass {
+	if o.ExitCode() != 0 || o.Doc.Verdict != verdict.Pass {
 		t.Errorf("verdict %s (exit %d), want pass: expectations %+v", o.Doc.Verdict, o.ExitCode(), o.Doc.Expectations)
 	}
 	c := o.Doc.Checks[0]
 	if c.Analyzer != "workload" || c.OK || len(c.Violations) != 1 || !strings.Contains(c.Violations[0].Message, "PFC pause duration ratio") {
 		t.Errorf("workload check %+v: want a failed check naming the pause", c)
 	}
-	for _, f := range []string{FileScenario, FileCounters, FileWorkload, FileAnalysis} {
+	for _, f := range []string{resultsdir.FileScenario, resultsdir.FileCounters, resultsdir.FileWorkload, resultsdir.FileAnalysis} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("results directory lacks %s: %v", f, err)
 		}
 	}
-	var wa WorkloadAnalysis
-	if err := readJSON(dir, FileWorkload, &wa); err != nil {
+	var wa resultsdir.WorkloadAnalysis
+	if err := readJSON(dir, resultsdir.FileWorkload, &wa); err != nil {
 		t.Fatal(err)
 	}
 	if wa.Symptom != "pause" || wa.PauseRatio <= 0.001 || wa.LimitGbps != 200 || len(wa.Hosts) != 2 {
 		t.Errorf("workload.json %+v: want pause on a 200 Gb/s profile", wa)
 	}
 	// The effective scenario keeps the workload (defaults filled in) and loads back.
-	back, err := scenario.Load(filepath.Join(dir, FileScenario))
+	back, err := scenario.Load(filepath.Join(dir, resultsdir.FileScenario))
 	if err != nil || back.Workload == nil || back.Workload.WQEBatch != 64 || back.Workload.NumMRs != 1 {
 		t.Errorf("effective scenario: %v, %+v", err, back)
 	}
@@ -71,11 +73,11 @@ requester: {nic: {type: p2100g}}
 responder: {nic: {type: p2100g}}
 workload: {wqe_batch: 16}
 `)
-	o, err = Run(sc, Options{OutDir: t.TempDir()})
+	o, err = runJudged(sc, Options{OutDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := readJSON(o.Dir, FileWorkload, &wa); err != nil {
+	if err := readJSON(o.Dir, resultsdir.FileWorkload, &wa); err != nil {
 		t.Fatal(err)
 	}
 	if o.ExitCode() != 0 || wa.Symptom != "none" || wa.GoodputGbps < 97 || wa.PauseRatio != 0 {
@@ -85,7 +87,7 @@ workload: {wqe_batch: 16}
 
 func TestWorkloadNeedsMicroProfile(t *testing.T) {
 	sc := loadText(t, "workload: {num_qps: 2}\n") // the default NIC is cx5
-	_, err := Run(sc, Options{OutDir: t.TempDir()})
+	_, err := runJudged(sc, Options{OutDir: t.TempDir()})
 	if err == nil || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "requester.nic.type cx5 has no micro section") {
 		t.Errorf("error %v, want a bad-input error about cx5's missing micro section", err)
 	}
@@ -98,11 +100,11 @@ func TestReanalyzeWorkloadDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	o, err := Run(sc, Options{OutDir: dir})
+	o, err := runJudged(sc, Options{OutDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Reanalyze(dir)
+	r, err := verdict.Reanalyze(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

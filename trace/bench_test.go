@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"testing"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // benchPcap is a 100k-packet in-memory pcap of 128-byte records.
@@ -70,7 +72,7 @@ func BenchmarkMergeIntegrity(b *testing.B) {
 		w, _ := NewPcapWriter(&bufs[i], PcapWriterOptions{Nanosecond: true, SnapLen: 128})
 		for s := uint64(i + 1); s <= 20_000; s += 2 {
 			f := frame(false, 60)
-			EncodeMirror(f, Mirror{Seq: s, TimestampNs: s * 50})
+			roce.EncodeMirror(f, roce.Mirror{Seq: s, TimestampNs: s * 50})
 			w.WritePacket(int64(s*50), f, 0)
 		}
 		w.Close()

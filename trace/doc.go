@@ -1,8 +1,7 @@
 // Package trace reads and writes packet captures (pcap and pcapng) as
-// streams, encodes and decodes the metadata Lumina's switch writes into
-// mirrored packets, rebuilds a trace by merging several dumper files on the
-// mirror sequence number, and runs the four-condition integrity check on the
-// result.
+// streams, rebuilds a trace by merging several dumper files on the mirror
+// sequence number (the metadata itself is wire format: package roce), and runs
+// the four-condition integrity check on the result.
 //
 // Readers never hold a capture whole in memory and never allocate more than a
 // fixed cap whatever the headers claim; bad input yields a *FormatError naming

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Hand-built capture files, written field by field independently of the
@@ -177,7 +179,7 @@ func frame(vlan bool, payload int) []byte {
 	total := 20 + 8 + payload
 	f = append(f, 0x45, 0x02, byte(total>>8), byte(total), 0x12, 0x34, 0x40, 0, 64, 17, 0, 0,
 		10, 0, 0, 1, 10, 0, 0, 2)
-	binary.BigEndian.PutUint16(f[ip+10:], ipv4Checksum(f[ip:ip+20]))
+	binary.BigEndian.PutUint16(f[ip+10:], roce.IPv4Checksum(f[ip:ip+20]))
 	f = append(f, 0xc0, 0x00, 0x12, 0xb7, byte((8+payload)>>8), byte(8+payload), 0, 0)
 	for i := 0; i < payload; i++ {
 		f = append(f, byte(i))

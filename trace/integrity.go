@@ -3,6 +3,8 @@ package trace
 import (
 	"fmt"
 	"strings"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // Names of the four integrity checks (seed 001, section 3.6), in report order.
@@ -81,7 +83,7 @@ func NewIntegrityChecker(opts IntegrityOptions) *IntegrityChecker {
 }
 
 // Add feeds the packet at index in the merged trace.
-func (c *IntegrityChecker) Add(index int, m Mirror) {
+func (c *IntegrityChecker) Add(index int, m roce.Mirror) {
 	c.n++
 	c.addSeq(index, m.Seq)
 	c.addTs(index, m.TimestampNs&c.mask)

@@ -3,13 +3,15 @@ package trace
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // run feeds (seq, ts) pairs in trace order and finishes with the counters.
 func run(opts IntegrityOptions, seqs, ts []uint64, mirrored, rx uint64) Integrity {
 	c := NewIntegrityChecker(opts)
 	for i := range seqs {
-		c.Add(i, Mirror{Seq: seqs[i], TimestampNs: ts[i]})
+		c.Add(i, roce.Mirror{Seq: seqs[i], TimestampNs: ts[i]})
 	}
 	return c.Finish(mirrored, rx)
 }

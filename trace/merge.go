@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // MergeOptions configures a Merger.
@@ -30,7 +32,7 @@ const maxViolations = 100
 type mergeInput struct {
 	r       Reader
 	head    *Packet // current packet, valid until r.Next is called again
-	mirror  Mirror
+	mirror  roce.Mirror
 	done    bool
 	started bool
 	prevSeq uint64
@@ -141,7 +143,7 @@ func (m *Merger) fetch(i int) error {
 	}
 	in.head = p
 	if m.opts.ByMirrorSeq {
-		mi, ok := DecodeMirror(p.Data)
+		mi, ok := roce.DecodeMirror(p.Data)
 		if !ok {
 			return fmt.Errorf("merging input %d: packet %d (byte offset %d): no Lumina mirror metadata (want Ethernet with IPv4)", i, p.Index, p.Offset)
 		}
@@ -177,9 +179,9 @@ func (m *Merger) Origin() (input, index int) {
 
 // Mirror returns the Lumina metadata of the packet last returned by Next, when
 // merging by mirror sequence number.
-func (m *Merger) Mirror() (Mirror, bool) {
+func (m *Merger) Mirror() (roce.Mirror, bool) {
 	if m.last < 0 || !m.opts.ByMirrorSeq {
-		return Mirror{}, false
+		return roce.Mirror{}, false
 	}
 	return m.in[m.last].mirror, true
 }

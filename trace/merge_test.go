@@ -6,13 +6,15 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/lumina-go/lumina/roce"
 )
 
 // mirrored returns a packet whose frame carries the given mirror metadata.
 func mirrored(t *testing.T, seq, ts uint64) Packet {
 	t.Helper()
 	f := frame(false, 4)
-	if err := EncodeMirror(f, Mirror{Seq: seq, TimestampNs: ts}); err != nil {
+	if err := roce.EncodeMirror(f, roce.Mirror{Seq: seq, TimestampNs: ts}); err != nil {
 		t.Fatal(err)
 	}
 	return Packet{Data: f, CapLen: len(f), OrigLen: len(f), Timestamp: int64(ts)}
@@ -21,7 +23,7 @@ func mirrored(t *testing.T, seq, ts uint64) Packet {
 func dump(t *testing.T, seqs ...uint64) *sliceReader {
 	r := &sliceReader{}
 	for _, s := range seqs {
-		r.pkts = append(r.pkts, mirrored(t, s, (s*10)&mask48))
+		r.pkts = append(r.pkts, mirrored(t, s, (s*10)&roce.MirrorMax))
 	}
 	return r
 }
@@ -43,9 +45,9 @@ func drain(t *testing.T, m *Merger) ([]got, error) {
 			return out, err
 		}
 		mi, ok := m.Mirror()
-		dm, _ := DecodeMirror(p.Data)
+		dm, _ := roce.DecodeMirror(p.Data)
 		if ok && mi != dm {
-			t.Fatalf("Mirror() %+v disagrees with the packet's %+v", mi, dm)
+			t.Fatalf("roce.Mirror() %+v disagrees with the packet's %+v", mi, dm)
 		}
 		in, idx := m.Origin()
 		out = append(out, got{seq: dm.Seq, input: in, index: idx, trace: p.Index})
@@ -167,7 +169,7 @@ func TestMergeByTimestamp(t *testing.T) {
 		t.Errorf("order %s %v", tags, ts)
 	}
 	if _, ok := m.Mirror(); ok {
-		t.Error("Mirror() available when merging by timestamp")
+		t.Error("roce.Mirror() available when merging by timestamp")
 	}
 	m = Merge(mk('a', 3, 2))
 	drain(t, m)
@@ -258,7 +260,7 @@ func TestMergeFiles(t *testing.T) {
 		t.Fatalf("%d packets, %v", len(pkts), err)
 	}
 	for i, p := range pkts {
-		if mi, ok := DecodeMirror(p.Data); !ok || mi.Seq != uint64(i+1) || p.Timestamp != int64(1_000_000+(i+1)*100) {
+		if mi, ok := roce.DecodeMirror(p.Data); !ok || mi.Seq != uint64(i+1) || p.Timestamp != int64(1_000_000+(i+1)*100) {
 			t.Fatalf("trace packet %d: %+v", i, mi)
 		}
 	}

@@ -1,6 +1,10 @@
 package trace
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/lumina-go/lumina/roce"
+)
 
 // SeqSpace is the range of a wrapping mirror sequence number: it counts Min,
 // Min+1, ..., Max, then wraps to Min. The zero value means Seq48.
@@ -11,7 +15,7 @@ type SeqSpace struct {
 // Sequence spaces in use.
 var (
 	// Seq48 is the full 48-bit source-MAC field: 0 .. 2^48-1.
-	Seq48 = SeqSpace{Min: 0, Max: mask48}
+	Seq48 = SeqSpace{Min: 0, Max: roce.MirrorMax}
 	// SeqLumina31 is the reference switch's register, which counts from 1 and
 	// wraps 0x7fffffff -> 1.
 	SeqLumina31 = SeqSpace{Min: 1, Max: 0x7fffffff}
@@ -27,7 +31,7 @@ func (s SeqSpace) norm() SeqSpace {
 // Validate checks that the space is non-empty and fits 48 bits.
 func (s SeqSpace) Validate() error {
 	s = s.norm()
-	if s.Min >= s.Max || s.Max > mask48 {
+	if s.Min >= s.Max || s.Max > roce.MirrorMax {
 		return fmt.Errorf("sequence space %d..%d: want Min < Max <= 2^48-1", s.Min, s.Max)
 	}
 	return nil

@@ -96,7 +96,7 @@ func FromScenario(sc *scenario.Scenario) (Plan, error) {
 }
 
 func (q QPParams) check() error {
-	if _, ok := MTUEnum(q.MTU); !ok {
+	if !roce.ValidMTU(q.MTU) {
 		return fmt.Errorf("mtu %d; expected 256, 512, 1024, 2048 or 4096", q.MTU)
 	}
 	if q.TxDepth < 1 || q.TxDepth > 4096 {

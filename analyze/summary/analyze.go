@@ -86,8 +86,8 @@ func IsMirrorTagged(path string) (bool, error) {
 		if p.LinkType != trace.LinkTypeEthernet {
 			return false, nil
 		}
-		m, ok := trace.DecodeMirror(p.Data)
-		if !ok || m.Event > trace.EventRewrite || (i > 0 && m.Seq <= prev) {
+		m, ok := roce.DecodeMirror(p.Data)
+		if !ok || m.Event > roce.EventRewrite || (i > 0 && m.Seq <= prev) {
 			return false, nil
 		}
 		prev = m.Seq
@@ -224,7 +224,7 @@ func (s *Source) Next() (*trace.Packet, error) {
 	s.perFile[in]++
 	s.stats.Add(p)
 	if s.integrity != nil {
-		m, _ := trace.DecodeMirror(p.Data) // a packet without metadata shows as seq 0, out of the sequence space
+		m, _ := roce.DecodeMirror(p.Data) // a packet without metadata shows as seq 0, out of the sequence space
 		s.integrity.Add(s.merged, m)
 	}
 	s.merged++

@@ -135,7 +135,7 @@ type PFCPriority struct {
 
 // MirrorSummary summarizes Lumina's mirror metadata when the capture is tagged.
 type MirrorSummary struct {
-	Events   map[string]int64 `json:"events"` // by trace.EventType name
+	Events   map[string]int64 `json:"events"` // by roce.EventType name
 	FirstSeq uint64           `json:"first_seq"`
 	LastSeq  uint64           `json:"last_seq"`
 	// SeqGaps counts holes in the sequence (SeqMissing numbers in all): mirrored copies no dumper recorded.
@@ -249,6 +249,21 @@ func (s *Stats) Report() *Report {
 			r.Gbps = float64(s.bytes) * 8 / r.DurationS / 1e9
 		}
 	}
+	s.addLinkTypes(r)
+	s.addDistributions(r)
+	r.PFC = s.pfcCounts()
+	r.Mirror = s.mirrorSummary()
+	for k, f := range s.flows {
+		r.Flows = append(r.Flows, makeFlow(k, f))
+	}
+	slices.SortFunc(r.Flows, compareFlows)
+	r.Health = s.health()
+	r.Warnings = append(r.Warnings, s.warnings()...)
+	return r
+}
+
+// addLinkTypes counts the packets of each link type, Ethernet (the one decoded) included.
+func (s *Stats) addLinkTypes(r *Report) {
 	if s.ethernet > 0 {
 		r.LinkTypes = append(r.LinkTypes, LinkTypeCount{LinkType: trace.LinkTypeEthernet,
 			Name: LinkTypeDisplay(trace.LinkTypeEthernet), Packets: s.ethernet, Decoded: true})
@@ -258,6 +273,11 @@ func (s *Stats) Report() *Report {
 			Decoded: lt == trace.LinkTypeEthernet})
 	}
 	slices.SortFunc(r.LinkTypes, func(a, b LinkTypeCount) int { return cmp.Compare(a.LinkType, b.LinkType) })
+}
+
+// addDistributions adds the counts by kind: undecoded reasons, EtherTypes, opcodes, DSCP, VLANs, NAK codes, and
+// the CE-to-CNP ratio.
+func (s *Stats) addDistributions(r *Report) {
 	for i, n := range s.reasons {
 		if n > 0 && roce.Reason(i) != roce.ReasonNone && roce.Reason(i) != roce.ReasonShortBTH {
 			r.NotRoCE[roce.Reason(i).String()] = n
@@ -293,30 +313,33 @@ func (s *Stats) Report() *Report {
 		v := float64(s.ecn[3]) / float64(s.cnps)
 		r.CEPerCNP = &v
 	}
-	r.PFC = PFCCounts{PFCFrames: s.pfcFrames, PauseFrames: s.pauseFrames, Priorities: []PFCPriority{}}
+}
+
+// pfcCounts is the PFC section: frames, pauses and the priorities that paused or resumed.
+func (s *Stats) pfcCounts() PFCCounts {
+	c := PFCCounts{PFCFrames: s.pfcFrames, PauseFrames: s.pauseFrames, Priorities: []PFCPriority{}}
 	for prio := 0; prio < 8; prio++ {
 		if s.pfcPause[prio]+s.pfcResume[prio] > 0 {
-			r.PFC.Priorities = append(r.PFC.Priorities, PFCPriority{Priority: prio, Pause: s.pfcPause[prio],
+			c.Priorities = append(c.Priorities, PFCPriority{Priority: prio, Pause: s.pfcPause[prio],
 				Resume: s.pfcResume[prio]})
 		}
 	}
-	if s.mirror {
-		m := &MirrorSummary{Events: map[string]int64{}, FirstSeq: s.seqFirst, LastSeq: s.seqLast,
-			SeqGaps: s.seqGaps, SeqMissing: s.seqMissing, SeqBackwards: s.seqBackwards}
-		for e, n := range s.events {
-			if n > 0 {
-				m.Events[trace.EventType(e).String()] = n
-			}
+	return c
+}
+
+// mirrorSummary is the Lumina metadata section, or nil when the capture carries none.
+func (s *Stats) mirrorSummary() *MirrorSummary {
+	if !s.mirror {
+		return nil
+	}
+	m := &MirrorSummary{Events: map[string]int64{}, FirstSeq: s.seqFirst, LastSeq: s.seqLast,
+		SeqGaps: s.seqGaps, SeqMissing: s.seqMissing, SeqBackwards: s.seqBackwards}
+	for e, n := range s.events {
+		if n > 0 {
+			m.Events[roce.EventType(e).String()] = n
 		}
-		r.Mirror = m
 	}
-	for k, f := range s.flows {
-		r.Flows = append(r.Flows, makeFlow(k, f))
-	}
-	slices.SortFunc(r.Flows, compareFlows)
-	r.Health = s.health()
-	r.Warnings = append(r.Warnings, s.warnings()...)
-	return r
+	return m
 }
 
 func makeFlow(k flowKey, f *flow) Flow {

@@ -392,7 +392,7 @@ func (s *Stats) addMACControl(b []byte) {
 // addMirror summarizes Lumina's metadata: events by type and the mirror sequence, whose holes are mirrored
 // copies that never reached a dumper.
 func (s *Stats) addMirror(data []byte) {
-	m, ok := trace.DecodeMirror(data)
+	m, ok := roce.DecodeMirror(data)
 	if !ok {
 		return
 	}

@@ -358,12 +358,12 @@ func TestMergeInMirrorOrder(t *testing.T) {
 	// Lumina dumps: the mirror sequence gives the true order (PSN 0..5, PSN 3 dropped by the switch and then
 	// retransmitted) while the dumpers' timestamps disagree with it.
 	psns := []uint32{0, 1, 2, 3, 4, 3, 4, 5}
-	events := []trace.EventType{0, 0, 0, trace.EventDrop, 0, 0, 0, 0}
+	events := []roce.EventType{0, 0, 0, roce.EventDrop, 0, 0, 0, 0}
 	var fa, fb [][]byte
 	var ta, tb []int64
 	for i, psn := range psns {
 		f := write(t, psn)
-		if err := trace.EncodeMirror(f, trace.Mirror{Event: events[i], Seq: uint64(i + 1), TimestampNs: uint64(i)}); err != nil {
+		if err := roce.EncodeMirror(f, roce.Mirror{Event: events[i], Seq: uint64(i + 1), TimestampNs: uint64(i)}); err != nil {
 			t.Fatal(err)
 		}
 		ts := int64(len(psns)-i) * 1000 // reversed: time order would be wrong

@@ -14,8 +14,9 @@ import (
 	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/refdir"
 	"github.com/lumina-go/lumina/report"
-	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/verdict"
 	"github.com/lumina-go/lumina/version"
 )
 
@@ -58,16 +59,16 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
   lumina analyze results/listing2`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 && !testbed.IsResultsDir(args[0]) && refdir.IsRefDir(args[0]) {
+			if len(args) == 1 && !resultsdir.IsDir(args[0]) && refdir.IsRefDir(args[0]) {
 				return analyzeReference(stdout, args[0], config, jsonOut)
 			}
 			if config != "" {
 				return badInput("--config applies to a reference Lumina results directory (<i>/pcap-result/...), not to %s", strings.Join(args, " "))
 			}
-			if len(args) == 1 && testbed.IsResultsDir(args[0]) {
-				o, err := testbed.Reanalyze(args[0])
+			if len(args) == 1 && resultsdir.IsDir(args[0]) {
+				o, err := verdict.Reanalyze(args[0])
 				if err != nil {
-					if errors.Is(err, testbed.ErrIncomplete) {
+					if errors.Is(err, resultsdir.ErrIncomplete) {
 						return fail(exitInvalid, err)
 					}
 					return fail(exitBadArgs, err) // unreadable or inconsistent results: no verdict
@@ -87,7 +88,7 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 			for _, a := range args {
 				if st, err := os.Stat(a); err == nil && st.IsDir() {
 					return badInput("%s is a directory but neither a results directory of lumina run (no %s) nor one of the reference Lumina (no <i>/%s); give capture files, e.g. %s",
-						a, testbed.FileScenario, refdir.DirPcap, filepath.Join(a, "*.pcap"))
+						a, resultsdir.FileScenario, refdir.DirPcap, filepath.Join(a, "*.pcap"))
 				}
 			}
 			ord, err := summary.ParseOrder(order)
@@ -99,12 +100,12 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 			}
 			opts := summary.Options{Order: ord, Port: port, TopFlows: top, SkipICRC: noICRC}
 			if counters != "" {
-				c, err := testbed.ReadSwitchCounts(counters)
+				c, err := verdict.ReadSwitchCounts(counters)
 				if err != nil {
 					return badInput("--counters: %v", err)
 				}
 				opts.Counters = &c
-			} else if c, ok := testbed.FindSwitchCounts(args); ok {
+			} else if c, ok := verdict.FindSwitchCounts(args); ok {
 				opts.Counters = &c
 			}
 			doc, err := analyzeCaptures(args, opts, !noCheck)

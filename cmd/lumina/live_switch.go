@@ -13,7 +13,6 @@ import (
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/scenario"
-	"github.com/lumina-go/lumina/testbed"
 )
 
 func newSwitchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -63,7 +62,7 @@ which it also refreshes every second).`,
 				if sc, err = scenario.Load(events); err != nil {
 					return fail(exitBadArgs, err)
 				}
-				if intents, err = testbed.Intents(sc); err != nil {
+				if intents, err = inject.Intents(sc); err != nil {
 					return badInput("%s: %v", events, err)
 				}
 				if len(intents) > 0 && !learn && control == "" {
@@ -89,7 +88,7 @@ which it also refreshes every second).`,
 			if len(dumpers) == 0 {
 				weights = nil
 			}
-			var logic live.Logic
+			var logic inject.Logic
 			if learn {
 				l, err := live.NewLearner(live.LearnConfig{Intents: intents, DumperWeights: weights, RewritePort: rewrite, Seed: seed, TableCapacity: capacity})
 				if err != nil {
@@ -119,7 +118,7 @@ which it also refreshes every second).`,
 				if err != nil {
 					return badInput("--control %s: %v", control, err)
 				}
-				build := func(cs []inject.ConnMeta) (live.Logic, error) {
+				build := func(cs []inject.ConnMeta) (inject.Logic, error) {
 					return inject.New(inject.Config{Conns: cs, Intents: intents, DumperWeights: weights, RewritePort: rewrite, Seed: seed, TableCapacity: capacity})
 				}
 				go func() {

@@ -14,8 +14,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lumina-go/lumina/report"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -24,6 +26,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		seed    uint64
 		jsonOut bool
 		quiet   bool
+		dryRun  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml",
@@ -33,7 +36,11 @@ results directory (effective scenario, dumps, reconstructed trace, counters, tra
 runs the integrity check and every analyzer that applies, evaluates the scenario's expect: entries and
 prints a summary (or, with --json, the analysis as JSON).
 
-Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 invalid test.`,
+With testbed: remote the roles run on hosts reached over SSH (docs/testbed-remote.md); --dry-run prints
+every operation and command host by host without connecting to any.
+
+Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input or environment (a host
+unreachable, a host key unknown or changed, authentication failed), 3 invalid test.`,
 		Example: `  lumina run examples/listing2.yaml
   lumina run examples/cnp-scope-cx6dx.yaml --out /tmp/cnp --seed 42 --json`,
 		Args: cobra.ExactArgs(1),
@@ -49,34 +56,64 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 				name := strings.TrimSuffix(filepath.Base(args[0]), filepath.Ext(args[0]))
 				out = filepath.Join("results", name)
 			}
+			if dryRun {
+				if err := testbed.DryRun(sc, testbed.Options{OutDir: out}, stdout); err != nil {
+					return fail(exitBadArgs, err) // no run, no verdict: never a check failure
+				}
+				return nil
+			}
 			var progress io.Writer
 			if !quiet {
 				progress = stderr
 			}
-			// Ctrl-C or a kill: say where the partial results are and that they are marked, then stop.
+			// Ctrl-C or a kill: say where the partial results are and that they are marked, then stop. The
+			// remote testbed catches the signal itself: it cleans the hosts, and the run ends invalid (exit 3).
 			var staging atomic.Value
-			sigs := make(chan os.Signal, 1)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer func() { signal.Stop(sigs); close(sigs) }() // ends the goroutine below
-			go func() {
-				sig, ok := <-sigs
-				if !ok {
-					return
+			if sc.Testbed != "remote" {
+				sigs := make(chan os.Signal, 1)
+				signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+				defer func() { signal.Stop(sigs); close(sigs) }() // ends the goroutine below
+				go func() {
+					sig, ok := <-sigs
+					if !ok {
+						return
+					}
+					name := "SIGTERM"
+					if sig == os.Interrupt {
+						name = "SIGINT (Ctrl-C)"
+					}
+					testbed.Quiesce()
+					if d, _ := staging.Load().(string); d != "" && resultsdir.MarkInterrupted(d, name) {
+						fmt.Fprintf(stderr, "lumina: %s: stopped; the partial results in %s are marked %s (lumina analyze refuses them); %s is unchanged\n",
+							name, d, resultsdir.FileIncomplete, out)
+					} else {
+						fmt.Fprintf(stderr, "lumina: %s: stopped\n", name)
+					}
+					os.Exit(130)
+				}()
+			}
+			// The testbed writes a staging directory; the verdict stage judges it there (Finish), so that
+			// analysis.json is part of the results directory moved into place whole.
+			var o *verdict.Outcome
+			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress,
+				Staged: func(d string) { staging.Store(d) },
+				Finish: func(d string) (err error) {
+					o, err = verdict.Judge(d, sc)
+					return err
+				}})
+			var invalid *testbed.InvalidRunError
+			switch {
+			case errors.As(err, &invalid):
+				// The run started and could not finish (the remote testbed): the verdict says invalid, with
+				// the reason, in the staging directory that keeps the partial results, marked INCOMPLETE.
+				o, err = verdict.RecordInvalid(invalid.Dir, sc, invalid.Reason)
+				if err == nil {
+					fmt.Fprintf(stderr, "lumina: the partial results of the run are in %s, marked %s; %s is unchanged\n",
+						invalid.Dir, resultsdir.FileIncomplete, out)
 				}
-				name := "SIGTERM"
-				if sig == os.Interrupt {
-					name = "SIGINT (Ctrl-C)"
-				}
-				testbed.Quiesce()
-				if d, _ := staging.Load().(string); d != "" && testbed.MarkInterrupted(d, name) {
-					fmt.Fprintf(stderr, "lumina: %s: stopped; the partial results in %s are marked %s (lumina analyze refuses them); %s is unchanged\n",
-						name, d, testbed.FileIncomplete, out)
-				} else {
-					fmt.Fprintf(stderr, "lumina: %s: stopped\n", name)
-				}
-				os.Exit(130)
-			}()
-			o, err := testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress, Staged: func(d string) { staging.Store(d) }})
+			case err == nil:
+				o.Dir = out
+			}
 			if err != nil {
 				// The test did not run to a verdict (bad input, the environment, the testbed): never a
 				// check failure.
@@ -99,5 +136,6 @@ Exit status: 0 every check and expectation passed, 1 one failed, 2 bad input, 3 
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "override the scenario's seed")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the analysis as JSON instead of the summary")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on long runs")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print, host by host, every operation and command a remote run would execute; connect to nothing, write nothing")
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/lumina-go/lumina/refdir"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 func main() {
@@ -31,14 +32,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "refgen:", err)
 		os.Exit(2)
 	}
-	o, err := testbed.Run(sc, testbed.Options{OutDir: filepath.Join(*out, "lumina-results")})
+	dir := filepath.Join(*out, "lumina-results")
+	var o *verdict.Outcome
+	err = testbed.Run(sc, testbed.Options{OutDir: dir, Finish: func(staged string) (err error) {
+		o, err = verdict.Judge(staged, sc)
+		return err
+	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "refgen:", err)
 		os.Exit(2)
 	}
-	if err := refdir.FromResults(o.Dir, *config, *out); err != nil {
+	if err := refdir.FromResults(dir, *config, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "refgen:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%s: reference results directory (our run's results in %s, verdict %s)\n", *out, o.Dir, o.Doc.Verdict)
+	fmt.Printf("%s: reference results directory (our run's results in %s, verdict %s)\n", *out, dir, o.Doc.Verdict)
 }

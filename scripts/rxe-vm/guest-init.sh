@@ -123,6 +123,14 @@ counters() { # PHASE
 			echo "$dev ${c##*/} $(cat "$c")"
 		done
 	done >$OUT/counters-$1.txt
+	# The same counters as rdma statistic and the netdevs' ethtool -S print them (raw, for the curious and as
+	# real samples of those formats: hostnic/testdata).
+	for dev in rxereq rxeresp; do
+		rdma statistic show link $dev/1
+	done >$OUT/rdma-statistic-$1.txt 2>&1
+	for ns in req resp; do
+		ip netns exec $ns ethtool -S eth0 >$OUT/ethtool-S-$ns-$1.txt 2>&1
+	done
 }
 
 # --- switch and dumpers ---

@@ -1,0 +1,131 @@
+// Package des is the discrete-event core the simulators share (the packet simulator in netsim and the NIC
+// micro-architecture model in micro): events in a total order (time, then insertion sequence) and a growable
+// FIFO. Nothing here reads a clock: time is whatever integer the simulator counts in.
+package des
+
+import "errors"
+
+// ErrRunLimit is returned (wrapped) when a run reaches its simulated-time or event-count limit before the
+// traffic finished.
+var ErrRunLimit = errors.New("run limit reached")
+
+// SplitMix64 is a bijective mixer: nearby seeds give unrelated sub-seeds, nearby keys unrelated hashes.
+func SplitMix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// Event is one scheduled occurrence. Obj, Arg and Aux are interpreted by Kind, which each simulator defines
+// (a link or host id, a frame slot, a QP index, a timer generation...).
+type Event struct {
+	At   int64 // when, in the simulator's time unit
+	Seq  uint64
+	Obj  int32
+	Arg  int32
+	Aux  int32
+	Kind uint8
+}
+
+// Before is the total order of events: time, then insertion sequence.
+func (e *Event) Before(o *Event) bool {
+	return e.At < o.At || (e.At == o.At && e.Seq < o.Seq)
+}
+
+// Queue is a 4-ary min-heap on (at, seq): shallower than a binary heap, and hand-written rather than
+// container/heap so that pushing a struct does not box it into an interface.
+type Queue struct {
+	h   []Event
+	seq uint64
+}
+
+// Push schedules e, stamping its insertion sequence.
+func (q *Queue) Push(e Event) {
+	e.Seq = q.seq
+	q.seq++
+	q.h = append(q.h, e)
+	h := q.h
+	i := len(h) - 1
+	// Move the hole up instead of swapping: one copy per level.
+	for i > 0 {
+		p := (i - 1) / 4
+		if !e.Before(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = e
+}
+
+// Pop removes and returns the first event; the queue must not be empty.
+func (q *Queue) Pop() Event {
+	h := q.h
+	top := h[0]
+	n := len(h) - 1
+	last := h[n]
+	h = h[:n]
+	q.h = h
+	i := 0
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		for k := c + 1; k < c+4 && k < n; k++ {
+			if h[k].Before(&h[m]) {
+				m = k
+			}
+		}
+		if !h[m].Before(&last) {
+			break
+		}
+		h[i] = h[m]
+		i = m
+	}
+	if n > 0 {
+		h[i] = last
+	}
+	return top
+}
+
+// Len is the number of scheduled events.
+func (q *Queue) Len() int { return len(q.h) }
+
+// Ring is a growable FIFO.
+type Ring[T any] struct {
+	buf        []T
+	head, size int
+}
+
+// Push appends v.
+func (r *Ring[T]) Push(v T) {
+	if r.size == len(r.buf) {
+		n := make([]T, 2*len(r.buf)+8)
+		for i := 0; i < r.size; i++ {
+			n[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = n, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.size++
+}
+
+// Pop removes and returns the oldest element; the ring must not be empty.
+func (r *Ring[T]) Pop() T {
+	v := r.buf[r.head]
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return v
+}
+
+// Front returns the oldest element without removing it; the ring must not be empty.
+func (r *Ring[T]) Front() T { return r.buf[r.head] }
+
+// Back returns the newest element without removing it; the ring must not be empty.
+func (r *Ring[T]) Back() T { return r.buf[(r.head+r.size-1)%len(r.buf)] }
+
+// Len is the number of elements.
+func (r *Ring[T]) Len() int { return r.size }

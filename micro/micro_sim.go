@@ -1,0 +1,1445 @@
+package micro
+
+import (
+	"fmt"
+
+	"github.com/lumina-go/lumina/internal/des"
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/scenario"
+)
+
+// The micro-architecture model runs in picoseconds: at 200 Gb/s a byte takes 40 ps, and nanosecond rounding
+// per frame would bias the rates by a few percent.
+const psPerNs = 1000
+
+// DefaultPropagationNs and DefaultSwitchLatencyNs are the paper's testbed, as in netsim (a netsim test holds
+// the two packages' values equal).
+const (
+	DefaultPropagationNs   = 100
+	DefaultSwitchLatencyNs = 300
+)
+
+// evKind is the type of a scheduled event (des.Event.Kind).
+type evKind = uint8
+
+// Event kinds of the workload model (its own queue; the values only need to differ among themselves).
+const (
+	mevWQEFetched   evKind = iota + 1 // a doorbell's WQEs arrived on the NIC (obj host, arg conn, aux count)
+	mevUnitDone                       // a transmit unit finished a job (obj host, arg job)
+	mevDMADone                        // a job's payload is on the NIC
+	mevWireDone                       // a NIC finished serializing a frame (obj host, arg packet)
+	mevSwArrive                       // a frame reached the switch (obj egress port = destination host)
+	mevSwTxDone                       // the switch finished serializing a frame toward host obj
+	mevHostArrive                     // a frame reached host obj's RX buffer
+	mevRxDone                         // the packet processor finished packet arg on host obj
+	mevRxFree                         // packet arg's payload left the RX buffer by DMA (host obj)
+	mevCtrlReady                      // an ACK or READ request is ready for the wire
+	mevSwPause                        // the switch egress toward host obj pauses (aux 1) or resumes (aux 0)
+	mevHostPause                      // host obj's transmitter is paused (aux 1) or resumed (aux 0) by the switch
+	mevRxWQEFetched                   // receive WQEs of conn arg arrived on host obj (aux count)
+	mevNAK                            // conn arg's sender (host obj) goes back to message aux
+	mevLoopDone                       // a loopback frame crossed the NIC's internal switch
+	mevWindowStart
+	mevWindowEnd
+)
+
+// Packet kinds.
+const (
+	mpData     uint8 = iota // WRITE/SEND data
+	mpReadReq               // READ request
+	mpReadResp              // READ response data
+	mpAck                   // RC acknowledgement
+)
+
+// Frame sizes: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4, plus preamble and inter-frame gap.
+const (
+	mHdrBytes  = 62 + 20
+	mRETHBytes = 16
+	mDETHBytes = 8
+	mAETHBytes = 4
+	mMaxRdAtom = 16 // READs in flight per QP (Collie's engine: max_qp_rd_atom 16)
+)
+
+type mpkt struct {
+	conn    int32
+	msg     int32
+	idx     int32
+	npk     int32
+	payload int32
+	wire    int32
+	kind    uint8
+	epoch   uint16
+	src     int8
+	dst     int8
+}
+
+func (p *mpkt) first() bool { return p.idx == 0 }
+func (p *mpkt) last() bool  { return p.idx == p.npk-1 }
+
+// mjob is one WQE a transmit unit works on.
+type mjob struct {
+	conn  int32
+	msg   int32
+	epoch uint16
+	resp  bool // a READ response (on the responder) rather than a requester WQE
+}
+
+// mconn is one connection: its requester (which posts the WQEs) and responder.
+type mconn struct {
+	req, resp int8
+	// Requester side.
+	outstanding int   // posted WQEs not yet completed
+	posted      int   // posted WQEs the NIC has not read yet
+	fetching    bool  // a WQE read is in flight
+	ready       int   // WQEs on the NIC waiting for a transmit unit
+	nextMsg     int32 // next message a unit processes
+	acked       int32 // messages completed (RC: acknowledged)
+	readsOut    int   // READ requests in flight
+	epoch       uint16
+	inRR        [2]bool
+	// Responder side of READ: messages whose responses wait for a unit.
+	respQ des.Ring[int32]
+	// Receiver of data (SEND/WRITE: responder; READ: requester).
+	rxMinEpoch uint16 // go-back-N: frames of older attempts from message dropMsg on are discarded
+	dropMsg    int32
+	// Receive queue (SEND): WQEs posted and not consumed, cached on the NIC, being fetched.
+	rqAvail, rqCached, rqFetching int
+	rqConsumed                    int // consumed since the last repost
+	lastUse                       int64
+	rxQueued                      int             // frames of the connection in the RX queue
+	parked                        des.Ring[int32] // packets waiting for a receive WQE
+	// Packet staging (tx.staging-bytes): the connection holds staging while it has data to send.
+	txDone  int32 // messages of the current attempt whose last frame left the requester
+	respOut int   // READ requests whose last response frame has not left the responder
+	staged  bool
+}
+
+// mhost is one NIC with its host.
+type mhost struct {
+	id int
+	m  *rnic.MicroArch
+	st MicroStats
+	// Transmit.
+	dbFree     int64
+	freeUnits  int
+	dmaPending int             // jobs whose payload read is in flight
+	dmaBytes   int             // their payload bytes, which the transmit buffer holds room for
+	rr         des.Ring[int32] // connections with transmit work
+	txQ        des.Ring[int32] // packets waiting for the wire
+	ctrlQ      des.Ring[int32]
+	loopQ      des.Ring[int32]
+	txQBytes   int
+	wireBusy   bool
+	paused     bool // by the switch
+	pausedAt   int64
+	loopBusy   bool
+	ppFree     int64 // the shared packet processor
+	nextTxAt   int64 // earliest start of the next frame (packet-rate limit)
+	pktGapPs   int64
+	// PCIe.
+	rdFree, wrFree, pathFree int64
+	lastReadDone             int64
+	tags                     heap64
+	// Caches.
+	qpc, mtt setAssoc
+	// Receive.
+	rxBuf      int
+	rxQ        des.Ring[int32]
+	rxBusy     bool
+	xoff       bool
+	xoffAt     int64
+	parkedMsgs int
+	cacheUsed  int     // receive WQEs cached (all QPs)
+	holders    []int32 // connections with cached receive WQEs
+	// Receive-WQE fetches in flight and waiting (connection, count).
+	fetchActive    int
+	fetchQ, fetchN des.Ring[int32]
+	// Occupancy integral for the average.
+	occArea int64
+	occAt   int64
+	// Topology of the payload memory.
+	pathLatPs  int64
+	pathPsPerB int64 // 0: local memory, no extra path
+	// Packet staging the connections with data in flight need on this NIC (sending and receiving).
+	stageDemand int64
+}
+
+// msim is one workload run.
+type msim struct {
+	w       *scenario.Workload
+	q       des.Queue
+	now     int64
+	events  uint64
+	pkts    []mpkt
+	free    []int32
+	jobs    []mjob
+	freeJob []int32
+	conns   []mconn
+	hosts   [2]*mhost
+	linkPsB int64 // ps per byte on the cables
+	propPs  int64
+	swLatPs int64
+	sw      [2]swPort
+	swXoff  int
+	winFrom int64
+	winTo   int64
+	inWin   bool
+	// Staging one connection needs on its data's sender (per SGE stream one packet) and on its receiver.
+	stageTx, stageRx int64
+}
+
+// swPort is the switch's egress toward one host, with the PFC state of the ingress feeding it.
+type swPort struct {
+	q        des.Ring[int32]
+	bytes    int
+	busy     bool
+	paused   bool
+	pausedUp bool // the switch paused the sender feeding this port
+}
+
+// RunWorkload simulates a workload on two hosts and returns the counters measured in the window.
+func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
+	if err := validateWorkload(&cfg.Workload); err != nil {
+		return nil, err
+	}
+	for i, p := range cfg.Profiles {
+		if p == nil {
+			return nil, fmt.Errorf("host %c: no NIC profile", 'A'+i)
+		}
+		if p.Micro == nil {
+			return nil, fmt.Errorf("host %c: profile %s has no micro section: the workload model needs the NIC's micro-architecture", 'A'+i, p.Name)
+		}
+	}
+	if cfg.WarmupNs <= 0 {
+		cfg.WarmupNs = defaultWarmupNs(&cfg)
+	}
+	if cfg.MeasureNs <= 0 {
+		cfg.MeasureNs = 500_000
+	}
+	if cfg.MaxEvents == 0 {
+		cfg.MaxEvents = 50_000_000
+	}
+	if cfg.PropagationNs <= 0 {
+		cfg.PropagationNs = DefaultPropagationNs
+	}
+	if cfg.SwitchLatencyNs <= 0 {
+		cfg.SwitchLatencyNs = DefaultSwitchLatencyNs
+	}
+	if cfg.SwitchXoffBytes <= 0 {
+		cfg.SwitchXoffBytes = 256 << 10
+	}
+	gbps := cfg.LinkGbps
+	if gbps <= 0 {
+		gbps = min(cfg.Profiles[0].LinkGbps, cfg.Profiles[1].LinkGbps)
+	}
+	s := &msim{w: &cfg.Workload, linkPsB: psPerByte(gbps), propPs: cfg.PropagationNs * psPerNs,
+		swLatPs: cfg.SwitchLatencyNs * psPerNs, swXoff: cfg.SwitchXoffBytes}
+	s.winFrom = cfg.WarmupNs * psPerNs
+	s.winTo = s.winFrom + cfg.MeasureNs*psPerNs
+	for i := range s.hosts {
+		s.hosts[i] = newMHost(i, cfg.Profiles[i], &cfg.Workload)
+	}
+	s.stageTx, s.stageRx = s.stagingEntries()
+	s.setupConns()
+	s.q.Push(des.Event{At: s.winFrom, Kind: mevWindowStart})
+	s.q.Push(des.Event{At: s.winTo, Kind: mevWindowEnd})
+	for s.q.Len() > 0 {
+		e := s.q.Pop()
+		s.now = e.At
+		s.events++
+		if s.events > cfg.MaxEvents {
+			return nil, fmt.Errorf("%w: event limit %d at simulated time %d ns", des.ErrRunLimit, cfg.MaxEvents, s.now/psPerNs)
+		}
+		if e.Kind == mevWindowEnd {
+			break
+		}
+		s.dispatch(&e)
+	}
+	return s.result(gbps), nil
+}
+
+// defaultWarmupNs is 200 us, longer when many QPs must each get a turn before the caches hold their steady
+// state: the initial WQE reads must clear PCIe, and every connection should have sent its largest and an average
+// message at line rate (cold misses of connections not yet seen would otherwise count in the window). At most
+// 2 ms.
+func defaultWarmupNs(cfg *WorkloadConfig) int64 {
+	w := &cfg.Workload
+	conns := w.NumQPs
+	if w.Direction != DirUni {
+		conns *= 2
+	}
+	m := cfg.Profiles[0].Micro
+	bytes := float64(conns*min(w.WQDepth, 2*wqeFetchMax)) * float64(m.Tx.WQEBaseBytes+w.SGE*m.Tx.WQESGEBytes)
+	var mean, largest float64
+	for _, sz := range w.MsgSizes {
+		mean += float64(sz)
+		largest = max(largest, float64(sz))
+	}
+	mean /= float64(len(w.MsgSizes))
+	gbps := cfg.LinkGbps
+	if gbps <= 0 {
+		gbps = min(cfg.Profiles[0].LinkGbps, cfg.Profiles[1].LinkGbps)
+	}
+	turns := float64(conns) * (mean + largest) * 8 / gbps
+	return min(200_000+int64(max(2*bytes*8/m.PCIe.ReadGbps, turns)), 2_000_000)
+}
+
+func psPerByte(gbps float64) int64 { return max(int64(8000/gbps+0.5), 1) }
+
+func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
+	m := p.Micro
+	h := &mhost{id: id, m: m, freeUnits: m.Tx.Units, pktGapPs: int64(1e6 / m.MaxMpps)}
+	h.st.PausePrio = m.Rx.PausePrio
+	h.qpc = newSetAssoc(m.Cache.QPCEntries)
+	h.mtt = newSetAssoc(m.Cache.MTTEntries)
+	switch w.Memory {
+	case MemRemoteNUMA:
+		h.pathLatPs, h.pathPsPerB = m.Host.RemoteNUMALatencyNs*psPerNs, psPerByte(m.Host.RemoteNUMAGbps)
+	case MemGPUSameSwitch:
+		h.pathLatPs, h.pathPsPerB = m.Host.GPUSameSwitchLatency*psPerNs, psPerByte(m.Host.GPUSameSwitchGbps)
+	case MemGPUCrossSwitch:
+		h.pathLatPs, h.pathPsPerB = m.Host.GPUCrossSwitchLatency*psPerNs, psPerByte(m.Host.GPUCrossSwitchGbps)
+	}
+	return h
+}
+
+// setupConns creates the connections of the workload and posts every queue full.
+func (s *msim) setupConns() {
+	w := s.w
+	type pair struct{ req, resp int8 }
+	var ps []pair
+	add := func(req, resp int8) {
+		for i := 0; i < w.NumQPs; i++ {
+			ps = append(ps, pair{req, resp})
+		}
+	}
+	switch w.Direction {
+	case DirUni:
+		add(0, 1)
+	case DirBi:
+		add(0, 1)
+		add(1, 0)
+	case DirLoopback:
+		add(1, 0)
+		add(0, 0)
+	}
+	s.conns = make([]mconn, len(ps))
+	for i, p := range ps {
+		c := &s.conns[i]
+		c.req, c.resp = p.req, p.resp
+		if w.Opcode == "send" {
+			c.rqAvail = w.WQDepth
+			s.rqPrefetch(s.hosts[c.resp], int32(i))
+		}
+	}
+	for i := range s.conns {
+		s.post(int32(i))
+	}
+}
+
+func (s *msim) dispatch(e *des.Event) {
+	h := s.hosts[e.Obj&1]
+	switch e.Kind {
+	case mevWQEFetched:
+		c := &s.conns[e.Arg]
+		c.ready += int(e.Aux)
+		c.fetching = false
+		if c.ready < wqeLowWater {
+			s.fetchWQEs(h, e.Arg, h.dbFree)
+		}
+		s.wake(h, e.Arg)
+	case mevUnitDone:
+		s.unitDone(h, e.Arg)
+	case mevDMADone:
+		s.dmaDone(h, e.Arg)
+	case mevWireDone:
+		h.wireBusy = false
+		p := &s.pkts[e.Arg]
+		s.count(&h.st.TxBytes, &h.st.TxPackets, p.wire)
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevSwArrive, Obj: int32(p.dst), Arg: e.Arg})
+		s.sent(p)
+		if p.kind == mpData && s.w.QPType != "rc" && p.last() {
+			s.complete(e.Arg)
+		}
+		s.trySend(h)
+	case mevSwArrive:
+		s.swArrive(int(e.Obj), e.Arg)
+	case mevSwTxDone:
+		s.swTxDone(int(e.Obj), e.Arg)
+	case mevHostArrive:
+		s.arrive(h, e.Arg)
+	case mevRxDone:
+		h.rxBusy = false
+		s.rxDone(h, e.Arg)
+		s.startRx(h)
+	case mevRxFree:
+		s.rxFree(h, e.Arg)
+	case mevCtrlReady:
+		h.ctrlQ.Push(e.Arg)
+		s.trySend(h)
+	case mevSwPause:
+		sp := &s.sw[e.Obj]
+		sp.paused = e.Aux == 1
+		if !sp.paused {
+			s.swStart(int(e.Obj))
+		}
+	case mevHostPause:
+		s.hostPause(h, e.Aux == 1)
+	case mevRxWQEFetched:
+		s.rqFetched(h, e.Arg, int(e.Aux))
+	case mevNAK:
+		s.goBack(h, e.Arg, e.Aux)
+	case mevLoopDone:
+		h.loopBusy = false
+		p := &s.pkts[e.Arg]
+		s.sent(p)
+		if p.kind == mpData && s.w.QPType != "rc" && p.last() {
+			s.complete(e.Arg)
+		}
+		s.arrive(h, e.Arg)
+		s.tryLoop(h)
+	case mevWindowStart:
+		s.inWin = true
+		for _, h := range s.hosts {
+			h.occAt = s.now
+			if h.xoff {
+				h.xoffAt = s.now
+			}
+			if h.paused {
+				h.pausedAt = s.now
+			}
+		}
+	}
+}
+
+// count adds a frame to a byte and packet counter when the window is open.
+func (s *msim) count(b, n *uint64, wire int32) {
+	if s.inWin {
+		*b += uint64(wire)
+		*n++
+	}
+}
+
+func (s *msim) newPkt(p mpkt) int32 {
+	if n := len(s.free); n > 0 {
+		i := s.free[n-1]
+		s.free = s.free[:n-1]
+		s.pkts[i] = p
+		return i
+	}
+	s.pkts = append(s.pkts, p)
+	return int32(len(s.pkts) - 1)
+}
+
+func (s *msim) freePkt(i int32) { s.free = append(s.free, i) }
+
+// msgSize is the size of message m (msg_sizes used in turn; UD messages are capped at the MTU).
+func (s *msim) msgSize(m int32) int {
+	sz := s.w.MsgSizes[int(m)%len(s.w.MsgSizes)]
+	if s.w.QPType == "ud" {
+		sz = min(sz, s.w.MTU)
+	}
+	return sz
+}
+
+// --- application ---
+
+// post lets the requester's application post work requests in batches while its send queue has room, one
+// doorbell per batch. The NIC reads the posted WQEs of a QP over PCIe, one read in flight per QP, each read
+// taking what the doorbells announced so far (up to wqeFetchMax): small batches cost more reads.
+func (s *msim) post(ci int32) {
+	c := &s.conns[ci]
+	h := s.hosts[c.req]
+	b := s.w.WQEBatch
+	rang := false
+	for s.w.WQDepth-c.outstanding >= b {
+		c.outstanding += b
+		c.posted += b
+		h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+		rang = true
+		if !c.fetching {
+			break // the NIC reads what this doorbell announced; later batches wait for the next read
+		}
+	}
+	if rang && !c.fetching {
+		s.fetchWQEs(h, ci, h.dbFree)
+	}
+	for s.w.WQDepth-c.outstanding >= b {
+		c.outstanding += b
+		c.posted += b
+		h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+	}
+	s.stageUpdate(ci)
+}
+
+// wqeFetchMax bounds one WQE read (a few cache lines of a send queue); the NIC reads again when fewer than
+// wqeLowWater read WQEs are left, so it reads just ahead of its units rather than whole queues.
+const (
+	wqeFetchMax = 16
+	wqeLowWater = 4
+)
+
+func (s *msim) fetchWQEs(h *mhost, ci int32, t int64) {
+	c := &s.conns[ci]
+	n := min(c.posted, wqeFetchMax)
+	if n <= 0 {
+		return
+	}
+	c.posted -= n
+	c.fetching = true
+	bytes := n * (h.m.Tx.WQEBaseBytes + s.w.SGE*h.m.Tx.WQESGEBytes)
+	done := s.pcieRead(h, max(t, s.now), bytes, false)
+	s.q.Push(des.Event{At: done, Kind: mevWQEFetched, Obj: int32(h.id), Arg: ci, Aux: int32(n)})
+}
+
+// complete retires the message of packet pi at its requester and lets the application post again.
+func (s *msim) complete(pi int32) {
+	c := &s.conns[s.pkts[pi].conn]
+	c.acked++
+	c.outstanding--
+	s.post(s.pkts[pi].conn)
+}
+
+// --- transmit path ---
+
+func (s *msim) hasWork(c *mconn, h *mhost) bool {
+	if int(c.req) == h.id && c.ready > 0 && (s.w.Opcode != "read" || c.readsOut < mMaxRdAtom) {
+		return true
+	}
+	return int(c.resp) == h.id && c.respQ.Len() > 0
+}
+
+// wake puts a connection with transmit work in the host's round robin and starts idle units.
+func (s *msim) wake(h *mhost, ci int32) {
+	c := &s.conns[ci]
+	if !c.inRR[h.id] && s.hasWork(c, h) {
+		c.inRR[h.id] = true
+		h.rr.Push(ci)
+	}
+	s.startUnits(h)
+}
+
+// startUnits gives WQEs to free processing units, one per connection in turn, while the transmit buffer has
+// room: units bound the requests in flight, the buffer bounds what waits for the wire and what is being read
+// for it (two payload reads may always be in flight, so a message larger than the buffer streams while the
+// next one is read).
+func (s *msim) startUnits(h *mhost) {
+	for h.freeUnits > 0 && (h.dmaPending < 2 || h.txQBytes+h.dmaBytes < h.m.Tx.BufferBytes) &&
+		h.dmaPending < h.m.PCIe.MaxOutstandingReads && h.rr.Len() > 0 {
+		ci := h.rr.Pop()
+		c := &s.conns[ci]
+		c.inRR[h.id] = false
+		if !s.hasWork(c, h) {
+			continue
+		}
+		j := mjob{conn: ci, epoch: c.epoch}
+		if int(c.resp) == h.id && c.respQ.Len() > 0 {
+			j.resp = true
+			j.msg = c.respQ.Pop()
+		} else {
+			j.msg = c.nextMsg
+			c.nextMsg++
+			c.ready--
+			if c.ready < wqeLowWater && !c.fetching {
+				s.fetchWQEs(h, ci, h.dbFree)
+			}
+			if s.w.Opcode == "read" {
+				c.readsOut++
+			}
+		}
+		h.freeUnits--
+		s.startJob(h, j)
+		if s.hasWork(c, h) {
+			c.inRR[h.id] = true
+			h.rr.Push(ci)
+		}
+	}
+}
+
+// startJob runs one WQE through the unit: WQE parsing, QP-context lookup, a translation per SGE, then the
+// payload DMA read; each cache miss is a PCIe read the unit waits for.
+func (s *msim) startJob(h *mhost, j mjob) {
+	m := h.m
+	sge := s.w.SGE
+	if j.resp {
+		sge = 1 // the responder reads one remote range
+	}
+	t := s.now + (m.Tx.WQENs+int64(sge)*m.Tx.SGENs)*psPerNs
+	t = s.lookupQPC(h, t, j.conn)
+	size := s.msgSize(j.msg)
+	t = s.lookupMTT(h, t, j.conn, j.msg, size, sge)
+	ji := s.newJob(j)
+	s.q.Push(des.Event{At: t, Kind: mevUnitDone, Obj: int32(h.id), Arg: ji})
+}
+
+// unitDone frees the unit and issues the payload DMA read: each SGE's bytes in read requests, bounded by the
+// read tags; the packets exist once the data is on the NIC.
+func (s *msim) unitDone(h *mhost, ji int32) {
+	j := &s.jobs[ji]
+	h.freeUnits++
+	done := s.now
+	if j.resp || s.w.Opcode != "read" {
+		sge := s.w.SGE
+		if j.resp {
+			sge = 1
+		}
+		size := s.msgSize(j.msg)
+		h.dmaBytes += size
+		piece := (size + sge - 1) / sge
+		for left := size; left > 0; {
+			n := min(piece, left)
+			left -= n
+			done = max(done, s.readPayload(h, n))
+		}
+		done = max(done, s.readPayload(h, s.stagingRefetch(h, size)))
+	}
+	h.dmaPending++
+	s.q.Push(des.Event{At: done, Kind: mevDMADone, Obj: int32(h.id), Arg: ji})
+	s.startUnits(h)
+}
+
+// readPayload issues n payload bytes as read requests of at most read-request-bytes from now and returns when
+// the last of them is on the NIC (now for n = 0).
+func (s *msim) readPayload(h *mhost, n int) int64 {
+	done := s.now
+	for n > 0 {
+		r := min(n, h.m.PCIe.ReadRequestBytes)
+		n -= r
+		done = max(done, s.pcieRead(h, s.now, r, true))
+	}
+	return done
+}
+
+func (s *msim) newJob(j mjob) int32 {
+	if n := len(s.freeJob); n > 0 {
+		i := s.freeJob[n-1]
+		s.freeJob = s.freeJob[:n-1]
+		s.jobs[i] = j
+		return i
+	}
+	s.jobs = append(s.jobs, j)
+	return int32(len(s.jobs) - 1)
+}
+
+// dmaDone packetizes the job's message at the MTU into the transmit queue (or the loopback queue).
+func (s *msim) dmaDone(h *mhost, ji int32) {
+	j := s.jobs[ji]
+	s.freeJob = append(s.freeJob, ji)
+	h.dmaPending--
+	c := &s.conns[j.conn]
+	if j.resp || s.w.Opcode != "read" {
+		h.dmaBytes -= s.msgSize(j.msg)
+	}
+	if j.epoch != c.epoch && !j.resp {
+		s.startUnits(h) // went back meanwhile: this message will be sent again
+		return
+	}
+	w := s.w
+	size := s.msgSize(j.msg)
+	src, dst := c.req, c.resp
+	kind := mpData
+	switch {
+	case j.resp:
+		src, dst, kind = c.resp, c.req, mpReadResp
+	case w.Opcode == "read":
+		kind = mpReadReq
+	}
+	npk := 1
+	if kind != mpReadReq {
+		npk = roce.PacketsPerMessage(size, w.MTU)
+	}
+	for i := 0; i < npk; i++ {
+		p := mpkt{conn: j.conn, msg: j.msg, idx: int32(i), npk: int32(npk), kind: kind, epoch: j.epoch,
+			src: src, dst: dst}
+		wire := mHdrBytes
+		switch kind {
+		case mpReadReq:
+			wire += mRETHBytes
+		case mpReadResp:
+			if i == 0 || i == npk-1 {
+				wire += mAETHBytes
+			}
+		default:
+			if w.QPType == "ud" {
+				wire += mDETHBytes
+			} else if i == 0 && w.Opcode == "write" {
+				wire += mRETHBytes
+			}
+		}
+		if kind != mpReadReq {
+			p.payload = int32(min(w.MTU, size-i*w.MTU))
+		}
+		p.wire = int32(wire) + p.payload
+		pi := s.newPkt(p)
+		h.txQBytes += int(p.wire)
+		if src == dst {
+			h.loopQ.Push(pi)
+		} else {
+			h.txQ.Push(pi)
+		}
+	}
+	s.trySend(h)
+	s.tryLoop(h)
+	s.startUnits(h)
+}
+
+// trySend starts the next frame on an idle, unpaused wire: ACKs and READ requests first, then data. With a
+// shared packet processor a transmitted frame first takes its turn on it.
+func (s *msim) trySend(h *mhost) {
+	for !h.wireBusy && !h.paused {
+		var pi int32
+		switch {
+		case h.ctrlQ.Len() > 0:
+			pi = h.ctrlQ.Pop()
+		case h.txQ.Len() > 0:
+			pi = h.txQ.Pop()
+			p := &s.pkts[pi]
+			h.txQBytes -= int(p.wire)
+			if p.kind == mpData && p.epoch != s.conns[p.conn].epoch {
+				s.freePkt(pi) // went back: the NIC drops what it had queued of the old attempt
+				continue
+			}
+		default:
+			s.startUnits(h)
+			return
+		}
+		p := &s.pkts[pi]
+		if h.m.Tx.PktNs > 0 && p.kind != mpAck {
+			// Transmit goes first on the shared unit: the frame leaves on time and the receive side waits.
+			h.ppFree = max(s.now, h.ppFree) + h.m.Tx.PktNs*psPerNs
+		}
+		// The NIC's packet rate (max-mpps) spaces frame starts; the wire spaces their ends.
+		start := max(s.now, h.nextTxAt)
+		h.nextTxAt = start + h.pktGapPs
+		h.wireBusy = true
+		s.q.Push(des.Event{At: start + int64(p.wire)*s.linkPsB, Kind: mevWireDone, Obj: int32(h.id), Arg: pi})
+	}
+	if !h.paused {
+		s.startUnits(h)
+	}
+}
+
+// tryLoop moves loopback frames through the NIC's internal switch into its own RX buffer; the internal path
+// has no PFC, only back-pressure from the receive buffer: past XOFF, or earlier (loopback-xoff-bytes) on a NIC
+// that keeps its receive path for the wire.
+func (s *msim) tryLoop(h *mhost) {
+	limit := h.m.Rx.XoffBytes
+	if x := h.m.Tx.LoopbackXoffBytes; x > 0 {
+		limit = min(limit, x)
+	}
+	if h.loopBusy || h.loopQ.Len() == 0 || h.xoff || h.rxBuf >= limit {
+		return
+	}
+	pi := h.loopQ.Pop()
+	p := &s.pkts[pi]
+	h.txQBytes -= int(p.wire)
+	if p.kind == mpData && p.epoch != s.conns[p.conn].epoch {
+		s.freePkt(pi)
+		s.tryLoop(h)
+		return
+	}
+	s.count(&h.st.TxBytes, &h.st.TxPackets, p.wire)
+	var d int64
+	if g := h.m.Tx.LoopbackGbps; g > 0 {
+		d = int64(p.wire) * psPerByte(g)
+	} else {
+		d = int64(p.wire) // no limit: one ps per byte (8 Tb/s)
+	}
+	h.loopBusy = true
+	s.q.Push(des.Event{At: s.now + d, Kind: mevLoopDone, Obj: int32(h.id), Arg: pi})
+	s.startUnits(h)
+}
+
+// --- PCIe ---
+
+// pcieRead issues one DMA read of n bytes at time t and returns when its data is on the NIC. Payload reads
+// hold a tag from issue to completion (max-outstanding-reads), share the read bandwidth and cross the host
+// path to remote-socket or GPU memory; context, translation and WQE reads go ahead of them.
+func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
+	m := &h.m.PCIe
+	if !payload {
+		// Context, translation and WQE reads are arbitrated ahead of payload reads: they take the link's
+		// bandwidth from the payload queue rather than waiting behind the payload bytes already queued.
+		xfer := int64(n) * psPerByte(m.ReadGbps)
+		h.rdFree = max(s.now, h.rdFree) + xfer
+		return max(t, s.now) + xfer + m.ReadLatencyNs*psPerNs
+	}
+	if h.tags.Len() >= m.MaxOutstandingReads {
+		if e := h.tags.Pop(); e > t {
+			if s.inWin {
+				h.st.PCIeBackPressureNs += (e - t) / psPerNs
+			}
+			t = e
+		}
+	}
+	// The channel's bandwidth is booked from now, so a read issued for later (after a tag frees) leaves no idle
+	// gap that reads issued meanwhile could not use; the read still ends no earlier than its issue time allows.
+	xfer := int64(n) * psPerByte(m.ReadGbps)
+	h.rdFree = max(s.now, h.rdFree) + xfer
+	end := max(h.rdFree, t+xfer)
+	lat := m.ReadLatencyNs * psPerNs
+	if h.pathPsPerB > 0 {
+		px := int64(n) * h.pathPsPerB
+		h.pathFree = max(s.now, h.pathFree) + px
+		end = max(end, h.pathFree, t+px)
+		lat += h.pathLatPs
+	}
+	done := end + lat
+	h.tags.Push(done)
+	// Assumption: only payload reads hold writes back; context and WQE reads are single short TLPs.
+	h.lastReadDone = max(h.lastReadDone, done)
+	return done
+}
+
+// pcieWrite writes n received bytes to memory from time t and returns when the data has left the NIC. With
+// relaxed ordering off the write may not pass read completions issued before it.
+func (s *msim) pcieWrite(h *mhost, t int64, n int) int64 {
+	m := &h.m.PCIe
+	if !m.RelaxedOrdering {
+		t = max(t, h.lastReadDone)
+	}
+	start := max(t, h.wrFree)
+	h.wrFree = start + int64(n)*psPerByte(m.WriteGbps)
+	end := h.wrFree
+	if h.pathPsPerB > 0 {
+		ps := max(start, h.pathFree)
+		h.pathFree = ps + int64(n)*h.pathPsPerB
+		end = max(end, h.pathFree)
+	}
+	return end
+}
+
+func (s *msim) lookupQPC(h *mhost, t int64, ci int32) int64 {
+	if h.qpc.lookup(uint64(ci)) {
+		return t
+	}
+	if s.inWin {
+		h.st.QPCCacheMiss++
+	}
+	return s.pcieRead(h, t, h.m.Cache.QPCBytes, false)
+}
+
+// lookupMTT translates every page each SGE touches: message i uses MR i mod num_mrs at the next offset in it,
+// so many or large MRs touch more translation entries than the cache holds.
+func (s *msim) lookupMTT(h *mhost, t int64, ci, msg int32, size, sge int) int64 {
+	w := s.w
+	mc := &h.m.Cache
+	mrSize := max(w.MRSize, 1)
+	mr := int(msg) % w.NumMRs
+	off := (int(msg) / w.NumMRs) * size % mrSize
+	pages := (mrSize + mc.MTTPageBytes - 1) / mc.MTTPageBytes
+	piece := max(size/sge, 1)
+	prev := -1
+	for i := 0; i < sge; i++ {
+		a := (off + i*piece) % mrSize
+		for page := a / mc.MTTPageBytes; page <= min(a+piece-1, mrSize-1)/mc.MTTPageBytes; page++ {
+			if page == prev {
+				continue
+			}
+			prev = page
+			key := (uint64(ci)*uint64(w.NumMRs)+uint64(mr))*uint64(pages) + uint64(page)
+			if h.mtt.lookup(key) {
+				continue
+			}
+			if s.inWin {
+				h.st.MTTCacheMiss++
+			}
+			t = s.pcieRead(h, t, mc.MTTBytes, false)
+		}
+	}
+	return t
+}
+
+// --- packet staging ---
+
+// stagingEntries is the staging one connection holds while it has data in flight, on the NIC that sends the
+// data (one packet per SGE stream, a packet being the MTU or the SGE's share of a smaller message) and on the
+// NIC that receives it (one packet), for the pattern's mean message size.
+func (s *msim) stagingEntries() (tx, rx int64) {
+	w := s.w
+	mean := 0
+	for i := range w.MsgSizes {
+		mean += s.msgSize(int32(i))
+	}
+	mean = max((mean+len(w.MsgSizes)/2)/len(w.MsgSizes), 1)
+	sge := w.SGE
+	if w.Opcode == "read" {
+		sge = 1 // the responder reads one remote range
+	}
+	piece := (mean + sge - 1) / sge
+	return int64(sge * min(w.MTU, piece)), int64(min(w.MTU, mean))
+}
+
+// stageUpdate books or releases connection ci's staging on the sender and the receiver of its data: a
+// WRITE/SEND connection holds it from the post of a message until that message's last frame left, a READ
+// connection from the arrival of a request until its last response frame left.
+func (s *msim) stageUpdate(ci int32) {
+	c := &s.conns[ci]
+	snd, rcv := c.req, c.resp
+	var active bool
+	if s.w.Opcode == "read" {
+		snd, rcv = c.resp, c.req
+		active = c.respOut > 0
+	} else {
+		active = int(c.acked)+c.outstanding > int(c.txDone)
+	}
+	if active == c.staged {
+		return
+	}
+	c.staged = active
+	d := int64(1)
+	if !active {
+		d = -1
+	}
+	s.hosts[snd].stageDemand += d * s.stageTx
+	s.hosts[rcv].stageDemand += d * s.stageRx
+}
+
+// sent notes that a frame left the NIC (on the wire or through the internal switch).
+func (s *msim) sent(p *mpkt) {
+	if !p.last() {
+		return
+	}
+	c := &s.conns[p.conn]
+	switch {
+	case p.kind == mpData && p.epoch == c.epoch:
+		c.txDone = max(c.txDone, p.msg+1)
+	case p.kind == mpReadResp:
+		c.respOut--
+	default:
+		return
+	}
+	s.stageUpdate(p.conn)
+}
+
+// stagingRefetch is how many bytes a message of size bytes reads again because its staging was evicted: with
+// the connections in flight needing more staging than the NIC has, a share 1 - staging/demand of the packets
+// find the staged packets of their connection gone (the engine interleaves connections packet by packet, so
+// every staged packet waits a whole round) and read them again, every SGE stream's.
+func (s *msim) stagingRefetch(h *mhost, size int) int {
+	sb := int64(h.m.Tx.StagingBytes)
+	if sb == 0 || h.stageDemand <= sb {
+		return 0
+	}
+	miss := 1 - float64(sb)/float64(h.stageDemand)
+	npk := roce.PacketsPerMessage(size, s.w.MTU)
+	n := int(miss*float64(npk)*float64(s.stageTx) + 0.5)
+	if s.inWin {
+		h.st.StagingRefetchBytes += uint64(n)
+	}
+	return n
+}
+
+// --- switch ---
+
+func (s *msim) swArrive(port int, pi int32) {
+	sp := &s.sw[port]
+	p := &s.pkts[pi]
+	sp.q.Push(pi)
+	sp.bytes += int(p.wire)
+	if !sp.pausedUp && sp.bytes > s.swXoff {
+		sp.pausedUp = true
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevHostPause, Obj: int32(1 - port), Aux: 1})
+	}
+	if !sp.busy {
+		// The switch pipeline latency is folded into the first frame's departure.
+		s.swStartAt(port, s.now+s.swLatPs)
+	}
+}
+
+func (s *msim) swStart(port int) { s.swStartAt(port, s.now) }
+
+func (s *msim) swStartAt(port int, at int64) {
+	sp := &s.sw[port]
+	if sp.busy || sp.paused || sp.q.Len() == 0 {
+		return
+	}
+	pi := sp.q.Pop()
+	sp.busy = true
+	s.q.Push(des.Event{At: at + int64(s.pkts[pi].wire)*s.linkPsB, Kind: mevSwTxDone, Obj: int32(port), Arg: pi})
+}
+
+func (s *msim) swTxDone(port int, pi int32) {
+	sp := &s.sw[port]
+	sp.busy = false
+	sp.bytes -= int(s.pkts[pi].wire)
+	if sp.pausedUp && sp.bytes < s.swXoff/2 {
+		sp.pausedUp = false
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevHostPause, Obj: int32(1 - port), Aux: 0})
+	}
+	s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevHostArrive, Obj: int32(port), Arg: pi})
+	s.swStart(port)
+}
+
+func (s *msim) hostPause(h *mhost, on bool) {
+	if on == h.paused {
+		return
+	}
+	h.paused = on
+	if on {
+		h.pausedAt = s.now
+		return
+	}
+	if s.inWin {
+		h.st.RxPauseNs += (s.now - max(h.pausedAt, s.winFrom)) / psPerNs
+	}
+	s.trySend(h)
+}
+
+// --- receive path ---
+
+// occupancy integrates the RX buffer for its average and tracks its maximum.
+func (s *msim) occupancy(h *mhost, delta int) {
+	if s.inWin {
+		h.occArea += int64(h.rxBuf) * (s.now - h.occAt) / psPerNs
+		h.occAt = s.now
+	}
+	h.rxBuf += delta
+	if s.inWin && h.rxBuf > h.st.RxBufferMaxBytes {
+		h.st.RxBufferMaxBytes = h.rxBuf
+	}
+}
+
+// arrive puts a frame in the RX buffer (or drops it when the buffer is full) and asserts PFC past XOFF.
+func (s *msim) arrive(h *mhost, pi int32) {
+	p := &s.pkts[pi]
+	s.count(&h.st.RxBytes, &h.st.RxPackets, p.wire)
+	if p.kind == mpData && h.rxBuf+int(p.wire) > h.m.Rx.BufferBytes {
+		// Only WRITE/SEND data is dropped; the model does not retransmit READs or control frames, which the
+		// PFC headroom protects.
+		if s.inWin {
+			h.st.RxDiscards++
+		}
+		s.dropData(h, pi, false)
+		return
+	}
+	s.occupancy(h, int(p.wire))
+	if !h.xoff && h.rxBuf >= h.m.Rx.XoffBytes {
+		h.xoff = true
+		h.xoffAt = s.now
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevSwPause, Obj: int32(h.id), Aux: 1})
+	}
+	h.rxQ.Push(pi)
+	s.conns[p.conn].rxQueued++
+	s.startRx(h)
+}
+
+// startRx gives the head of the RX queue to the packet processor, whose time it shares with ACK generation
+// and, on some NICs, with transmitted frames.
+func (s *msim) startRx(h *mhost) {
+	if h.rxBusy || h.rxQ.Len() == 0 {
+		return
+	}
+	pi := h.rxQ.Pop()
+	p := &s.pkts[pi]
+	s.conns[p.conn].rxQueued--
+	r := &h.m.Rx
+	var cost int64
+	switch p.kind {
+	case mpAck:
+		cost = r.AckNs
+	case mpReadReq:
+		cost = r.ReadReqNs
+	case mpReadResp:
+		cost = r.ReadRespNs
+	default:
+		switch {
+		case s.w.QPType == "ud":
+			cost = r.UDNs
+		case s.w.Opcode == "send":
+			cost = r.SendNs
+		default:
+			cost = r.WriteNs
+		}
+	}
+	start := max(s.now, h.ppFree)
+	if p.first() && (p.kind == mpData || p.kind == mpReadResp) {
+		cost += int64(s.w.SGE) * r.SGENs
+		// The receive side needs the QP's context too; its misses are handled qpc-miss-slots at a time, so
+		// the processor loses a slot's share of each miss's PCIe read. With rx-read-queue-bytes the read
+		// first waits in the DMA read queue behind the transmit path's payload reads, and the processor with it.
+		if !h.qpc.lookup(uint64(p.conn)) {
+			if s.inWin {
+				h.st.QPCCacheMiss++
+			}
+			if pc := &h.m.PCIe; pc.RxReadQueueBytes > 0 {
+				// Behind the payload reads already queued, up to what the read queue holds.
+				start = max(start, min(h.rdFree, start+int64(pc.RxReadQueueBytes)*psPerByte(pc.ReadGbps)))
+			}
+			done := s.pcieRead(h, start, h.m.Cache.QPCBytes, false)
+			start += (done - start) / int64(r.QPCMissSlots)
+		}
+	}
+	h.ppFree = start + cost*psPerNs
+	h.rxBusy = true
+	s.q.Push(des.Event{At: h.ppFree, Kind: mevRxDone, Obj: int32(h.id), Arg: pi})
+}
+
+// release frees a frame's RX buffer space and drops PFC below XON.
+func (s *msim) release(h *mhost, pi int32) {
+	s.occupancy(h, -int(s.pkts[pi].wire))
+	if h.xoff && h.rxBuf <= h.m.Rx.XonBytes {
+		h.xoff = false
+		if s.inWin {
+			h.st.TxPauseNs += (s.now - max(h.xoffAt, s.winFrom)) / psPerNs
+		}
+		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevSwPause, Obj: int32(h.id), Aux: 0})
+	}
+	s.freePkt(pi)
+	s.tryLoop(h)
+}
+
+// rxDone acts on a processed frame.
+func (s *msim) rxDone(h *mhost, pi int32) {
+	p := &s.pkts[pi]
+	c := &s.conns[p.conn]
+	switch p.kind {
+	case mpAck:
+		// ACKs are cumulative and only ever cover delivered messages, whatever the attempt.
+		for c.acked <= p.msg {
+			c.acked++
+			c.outstanding--
+		}
+		s.post(p.conn)
+		s.release(h, pi)
+		return
+	case mpReadReq:
+		c.respQ.Push(p.msg)
+		c.respOut++
+		s.stageUpdate(p.conn)
+		s.release(h, pi)
+		s.wake(h, p.conn)
+		return
+	}
+	if s.stale(c, p) {
+		s.release(h, pi) // go-back-N: a frame of an abandoned attempt
+		return
+	}
+	needWQE := p.first() && p.kind == mpData && s.w.Opcode == "send"
+	if c.parked.Len() > 0 {
+		// Behind a frame waiting for its receive WQE: wait too, to keep the QP's order.
+		if needWQE && h.parkedMsgs >= h.m.Rx.MissSlots {
+			s.dropData(h, pi, true)
+			return
+		}
+		if needWQE {
+			h.parkedMsgs++
+		}
+		c.parked.Push(pi)
+		return
+	}
+	if needWQE && !s.takeRecvWQE(h, p.conn) {
+		if c.rqAvail == 0 {
+			s.dropDataAfter(h, pi, true, minRNRTimerNs) // receiver not ready
+			return
+		}
+		if h.parkedMsgs >= h.m.Rx.MissSlots {
+			s.dropData(h, pi, true)
+			return
+		}
+		h.parkedMsgs++
+		c.parked.Push(pi)
+		return
+	}
+	s.place(h, pi)
+}
+
+// place writes a frame's payload to memory; the buffer frees when the data left the NIC.
+func (s *msim) place(h *mhost, pi int32) {
+	p := &s.pkts[pi]
+	end := s.pcieWrite(h, s.now, int(p.payload))
+	if s.w.QPType == "rc" && p.kind == mpData {
+		// One ACK every N packets, and at a message's end unless more of the QP's frames are queued (the
+		// next ACK covers it: ACKs are cumulative).
+		c := &s.conns[p.conn]
+		if (p.last() && c.rxQueued == 0) || (p.idx+1)%int32(h.m.Tx.AckEveryPackets) == 0 {
+			s.sendAck(h, p)
+		}
+	}
+	s.q.Push(des.Event{At: end, Kind: mevRxFree, Obj: int32(h.id), Arg: pi})
+}
+
+// sendAck generates an acknowledgement on the packet processor; the requester completes the message when
+// an ACK for its last packet arrives.
+func (s *msim) sendAck(h *mhost, p *mpkt) {
+	start := max(s.now, h.ppFree)
+	h.ppFree = start + h.m.Rx.AckGenNs*psPerNs
+	msg := p.msg
+	if !p.last() {
+		msg--
+	}
+	a := mpkt{conn: p.conn, msg: msg, kind: mpAck, epoch: p.epoch, src: p.dst, dst: p.src, npk: 1,
+		wire: mHdrBytes + mAETHBytes}
+	ai := s.newPkt(a)
+	if a.src == a.dst {
+		h.txQBytes += int(a.wire)
+		h.loopQ.Push(ai)
+		s.tryLoop(h)
+		return
+	}
+	s.q.Push(des.Event{At: h.ppFree, Kind: mevCtrlReady, Obj: int32(h.id), Arg: ai})
+}
+
+// rxFree: the payload is in memory.
+func (s *msim) rxFree(h *mhost, pi int32) {
+	p := &s.pkts[pi]
+	c := &s.conns[p.conn]
+	sender := s.hosts[p.src]
+	s.count(&h.st.GoodRxBytes, &h.st.GoodRxPackets, p.wire)
+	s.count(&sender.st.GoodTxBytes, &sender.st.GoodTxPackets, p.wire)
+	if p.last() {
+		if s.w.Opcode == "send" {
+			s.recvConsumed(h, p.conn)
+		}
+		if p.kind == mpReadResp {
+			c.readsOut--
+			s.complete(pi)
+			s.wake(h, p.conn)
+		}
+	}
+	s.release(h, pi)
+}
+
+// dropData loses a WRITE/SEND frame: UD and UC lose the message; RC discards the rest of the attempt and the
+// requester goes back to the frame's message after the NAK delay (generation, wire and reaction).
+func (s *msim) dropData(h *mhost, pi int32, admitted bool) {
+	s.dropDataAfter(h, pi, admitted, h.m.Rx.NAKDelayNs)
+}
+
+// minRNRTimerNs is the RNR NAK delay Collie's traffic engine configures (--min_rnr_timer 14 = 1.28 ms): an RC
+// SEND that finds the receive queue empty makes its sender wait that long.
+const minRNRTimerNs = 1_280_000
+
+func (s *msim) dropDataAfter(h *mhost, pi int32, admitted bool, delayNs int64) {
+	p := &s.pkts[pi]
+	c := &s.conns[p.conn]
+	if p.first() && s.w.Opcode == "send" && admitted && s.inWin {
+		h.st.RxOutOfBuffer++
+	}
+	if s.w.QPType == "rc" && !s.stale(c, p) {
+		c.rxMinEpoch = p.epoch + 1
+		c.dropMsg = p.msg
+		if s.inWin {
+			h.st.NAKs++
+		}
+		s.q.Push(des.Event{At: s.now + delayNs*psPerNs, Kind: mevNAK, Obj: int32(p.src), Arg: p.conn, Aux: p.msg})
+	}
+	if admitted {
+		s.release(h, pi)
+		return
+	}
+	s.freePkt(pi)
+}
+
+// stale reports whether a frame belongs to an attempt the receiver abandoned (go-back-N).
+func (s *msim) stale(c *mconn, p *mpkt) bool { return p.epoch < c.rxMinEpoch && p.msg >= c.dropMsg }
+
+// goBack restarts a connection at message msg: queued frames of the old attempt are dropped, the messages
+// are processed again.
+func (s *msim) goBack(h *mhost, ci, msg int32) {
+	c := &s.conns[ci]
+	if msg < c.acked {
+		msg = c.acked
+	}
+	c.epoch++
+	if msg < c.nextMsg {
+		c.ready += int(c.nextMsg - msg)
+		c.nextMsg = msg
+	}
+	c.txDone = min(c.txDone, msg)
+	s.stageUpdate(ci)
+	s.wake(h, ci)
+}
+
+// --- receive WQEs ---
+
+// prefetchSize is how many receive WQEs the NIC reads ahead per receive doorbell: the batch just posted, or
+// more for a long queue (depth / prefetch-div), within [prefetch-min, prefetch-max].
+func (s *msim) prefetchSize(h *mhost) int {
+	r := &h.m.Rx
+	return min(max(s.w.WQEBatch, s.w.WQDepth/r.PrefetchDiv, r.PrefetchMin), r.PrefetchMax)
+}
+
+// rqPrefetch runs on a receive doorbell: it reads ahead the next uncached receive WQEs of the connection when
+// what it has on the NIC (cached or being fetched) is down to half a prefetch.
+func (s *msim) rqPrefetch(h *mhost, ci int32) {
+	c := &s.conns[ci]
+	if n := s.prefetchSize(h); c.rqCached+c.rqFetching <= n/2 {
+		s.rqFetch(h, ci, n)
+	}
+}
+
+func (s *msim) rqFetch(h *mhost, ci int32, want int) {
+	c := &s.conns[ci]
+	// A QP never holds more than prefetch-max WQEs on the NIC.
+	n := min(want, c.rqAvail-c.rqCached-c.rqFetching, h.m.Rx.PrefetchMax-c.rqCached-c.rqFetching)
+	if n <= 0 {
+		return
+	}
+	c.rqFetching += n
+	if h.fetchActive >= h.m.Rx.FetchSlots {
+		h.fetchQ.Push(ci) // the receive-WQE fetcher is busy: wait in line
+		h.fetchN.Push(int32(n))
+		return
+	}
+	s.issueRQFetch(h, ci, n)
+}
+
+func (s *msim) issueRQFetch(h *mhost, ci int32, n int) {
+	h.fetchActive++
+	done := s.pcieRead(h, s.now, n*s.w.SGE*h.m.Rx.WQEBytes, false)
+	s.q.Push(des.Event{At: done, Kind: mevRxWQEFetched, Obj: int32(h.id), Arg: ci, Aux: int32(n)})
+}
+
+// rqFetched caches fetched WQEs, evicting the least recently used QPs' entries past the cache size, and
+// resumes the frames that waited for them.
+func (s *msim) rqFetched(h *mhost, ci int32, n int) {
+	c := &s.conns[ci]
+	h.fetchActive--
+	if h.fetchQ.Len() > 0 {
+		s.issueRQFetch(h, h.fetchQ.Pop(), int(h.fetchN.Pop()))
+	}
+	c.rqFetching -= n
+	s.setCached(h, ci, c.rqCached+n)
+	c.lastUse = s.now
+	for h.cacheUsed > h.m.Rx.WQECacheSize {
+		v := s.lruVictim(h, ci)
+		if v < 0 {
+			break
+		}
+		vc := &s.conns[v]
+		k := min(vc.rqCached, h.cacheUsed-h.m.Rx.WQECacheSize)
+		s.setCached(h, v, vc.rqCached-k)
+	}
+	s.unpark(h, ci)
+}
+
+// lruVictim is the connection on host h with cached WQEs used longest ago (ci itself only as a last resort).
+// Only the few connections holding cache entries are scanned.
+func (s *msim) lruVictim(h *mhost, ci int32) int32 {
+	best := int32(-1)
+	for _, i := range h.holders {
+		c := &s.conns[i]
+		if c.rqCached == 0 || i == ci {
+			continue
+		}
+		if best < 0 || c.lastUse < s.conns[best].lastUse {
+			best = i
+		}
+	}
+	if best < 0 && s.conns[ci].rqCached > 0 {
+		best = ci
+	}
+	return best
+}
+
+// setCached changes a connection's cached WQE count and keeps the host's list of holders.
+func (s *msim) setCached(h *mhost, ci int32, n int) {
+	c := &s.conns[ci]
+	if c.rqCached == 0 && n > 0 {
+		h.holders = append(h.holders, ci)
+	} else if c.rqCached > 0 && n == 0 {
+		for k, v := range h.holders {
+			if v == ci {
+				h.holders[k] = h.holders[len(h.holders)-1]
+				h.holders = h.holders[:len(h.holders)-1]
+				break
+			}
+		}
+	}
+	h.cacheUsed += n - c.rqCached
+	c.rqCached = n
+}
+
+// takeRecvWQE consumes the connection's next receive WQE from the cache; a miss starts a demand fetch.
+func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
+	c := &s.conns[ci]
+	c.lastUse = s.now
+	if c.rqCached > 0 {
+		s.setCached(h, ci, c.rqCached-1)
+		c.rqAvail--
+		return true
+	}
+	if s.inWin {
+		h.st.RxWQECacheMiss++
+	}
+	if c.rqFetching == 0 {
+		s.rqFetch(h, ci, h.m.Rx.MissFetch)
+	}
+	return false
+}
+
+// unpark places the frames of a connection that waited for receive WQEs, in order, until one misses again.
+func (s *msim) unpark(h *mhost, ci int32) {
+	c := &s.conns[ci]
+	for c.parked.Len() > 0 {
+		pi := c.parked.Front()
+		p := &s.pkts[pi]
+		first := p.first() && p.kind == mpData
+		if s.stale(c, p) {
+			c.parked.Pop()
+			if first {
+				h.parkedMsgs--
+			}
+			s.release(h, pi)
+			continue
+		}
+		if first {
+			if !s.takeRecvWQE(h, ci) {
+				return
+			}
+			h.parkedMsgs--
+		}
+		c.parked.Pop()
+		s.place(h, pi)
+	}
+}
+
+// recvConsumed is the receiving application: it reposts receive WQEs in batches, and each repost doorbell
+// makes the NIC prefetch.
+func (s *msim) recvConsumed(h *mhost, ci int32) {
+	c := &s.conns[ci]
+	c.rqConsumed++
+	if c.rqConsumed >= s.w.WQEBatch {
+		c.rqConsumed -= s.w.WQEBatch
+		c.rqAvail += s.w.WQEBatch
+		s.rqPrefetch(h, ci)
+	}
+}
+
+// result closes the window's integrals and derives the limits.
+func (s *msim) result(gbps float64) *WorkloadResult {
+	r := &WorkloadResult{WindowNs: (s.winTo - s.winFrom) / psPerNs, LimitGbps: gbps, Events: s.events}
+	for i, h := range s.hosts {
+		if h.xoff {
+			h.st.TxPauseNs += (s.now - max(h.xoffAt, s.winFrom)) / psPerNs
+		}
+		if h.paused {
+			h.st.RxPauseNs += (s.now - max(h.pausedAt, s.winFrom)) / psPerNs
+		}
+		h.occArea += int64(h.rxBuf) * (s.now - h.occAt) / psPerNs
+		if r.WindowNs > 0 {
+			h.st.RxBufferAvgBytes = float64(h.occArea) / float64(r.WindowNs)
+		}
+		r.Hosts[i] = h.st
+	}
+	// Mean wire size of a data frame of the workload.
+	var bytes, pkts float64
+	for _, sz := range s.w.MsgSizes {
+		if s.w.QPType == "ud" {
+			sz = min(sz, s.w.MTU)
+		}
+		n := roce.PacketsPerMessage(sz, s.w.MTU)
+		bytes += float64(sz + n*mHdrBytes)
+		pkts += float64(n)
+	}
+	lineMpps := gbps * 1e3 / 8 / (bytes / pkts)
+	r.LimitMpps = min(lineMpps, min(s.hosts[0].m.MaxMpps, s.hosts[1].m.MaxMpps))
+	for _, h := range s.hosts {
+		if q := h.m.MaxMppsPerQP; q > 0 {
+			r.LimitMpps = min(r.LimitMpps, q*float64(s.w.NumQPs))
+		}
+	}
+	return r
+}
