@@ -21,6 +21,7 @@ const module = "github.com/lumina-go/lumina/"
 // Programs (cmd/..., bench/..., scripts/..., verbs/cmd/...) are the wiring and may import any library package.
 var allowed = map[string][]string{
 	"roce":            {},
+	"version":         {},
 	"internal/script": {},
 	"internal/des":    {},
 	"trace":           {"roce"},
@@ -29,24 +30,27 @@ var allowed = map[string][]string{
 	"rnic":            {"roce"},
 	"lab":             {"roce", "rnic", "inject"},
 	"netsim":          {"roce", "rnic", "inject", "lab", "internal/des"},
-	"live":            {"roce", "rnic", "inject", "trace", "lab"},
+	"live":            {"roce", "rnic", "inject", "trace", "lab", "version"},
 	"verbs":           {"roce", "rnic", "inject", "scenario"},
-	"testbed":         {"roce", "rnic", "inject", "scenario", "trace", "lab", "netsim", "micro", "live", "verbs", "resultsdir", "remote", "hostnic"},
-	"remote":          {"roce", "rnic", "inject", "lab", "live", "hostnic", "scenario"},
+	"testbed":         {"roce", "rnic", "inject", "scenario", "trace", "lab", "netsim", "micro", "live", "verbs", "resultsdir", "remote", "hostnic", "version"},
+	"remote":          {"roce", "rnic", "inject", "lab", "live", "hostnic", "scenario", "version"},
 	"hostnic":         {"rnic", "scenario"},
-	"resultsdir":      {"inject"},
+	"resultsdir":      {"inject", "version"},
 	"analyze":         {"roce", "rnic", "trace"},
 	"analyze/summary": {"roce", "trace"},
 	"micro":           {"roce", "rnic", "scenario", "internal/des"},
-	"search":          {"roce", "rnic", "scenario", "micro"},
-	"verdict":         {"roce", "rnic", "scenario", "trace", "analyze", "resultsdir"},
-	"report":          {"analyze", "analyze/summary", "verdict", "resultsdir"},
+	"search":          {"roce", "rnic", "scenario", "micro", "version"},
+	"verdict":         {"roce", "rnic", "scenario", "trace", "analyze", "analyze/summary", "resultsdir", "version"},
+	"refdir":          {"roce", "scenario", "trace", "analyze", "verdict", "resultsdir", "version"},
+	"report":          {"analyze", "analyze/summary", "verdict", "resultsdir", "refdir", "trace"},
 }
 
 // never are the arrows that must not exist even through other packages: the data flows one way (scenario ->
 // testbed -> trace -> analyzers -> report), the protocol cores know no backend, and nothing imports a program.
 var never = []struct{ from, to, why string }{
 	{"roce", "*", "the wire format is the ground floor"},
+	{"version", "*", "the build's identity and the JSON document form are a leaf every writer may use"},
+	{"refdir", "testbed", "the reference layout is read and judged like a results directory: it runs nothing"},
 	{"trace", "inject", "a capture knows the wire format, not the injector"},
 	{"inject", "trace", "the injector shares the mirror encoding through roce, not the capture package"},
 	{"inject", "netsim", "the injector is pure: the simulator and the live switch drive it, not the reverse"},

@@ -137,6 +137,17 @@ type analyzer struct {
 	nicLosses int
 	// slack and maxWin size the per-PSN windows (windowSlack, maxWindow; tests shrink them).
 	slack, maxWin int64
+	// clock unwraps the 48-bit mirror timestamps (MetaMirror), so that a wrap never makes a latency negative.
+	clock trace.Unwrap48
+	// cut counts, per destination flow, the RC packets whose extended transport headers the capture cut (a
+	// snap length shorter than the headers): their connections cannot be judged, nor can the counters.
+	cut      map[flowKey]int
+	cutTotal int
+	// moved counts, per destination flow, the packets a delay, reorder or duplicate event delivered in
+	// another order (or more often) than the switch saw them: the checkers read the switch's order, so these
+	// connections, and the counters, cannot be judged.
+	moved      map[flowKey]int
+	movedTotal int
 }
 
 // hostDiscards sums, per host, the changes of the counters whose name says "discard".
@@ -217,7 +228,7 @@ func (a *analyzer) metadata(p *trace.Packet) (roce.EventType, int64) {
 	switch a.meta {
 	case MetaMirror:
 		if m, ok := roce.DecodeMirror(p.Data); ok {
-			return m.Event, int64(m.TimestampNs)
+			return m.Event, a.clock.Extend(m.TimestampNs)
 		}
 	case MetaComment:
 		return commentEvent(p.Comment), p.Timestamp
@@ -261,11 +272,27 @@ func (a *analyzer) packet(tp *trace.Packet) {
 		ok = p.Decode(tp.Data, tp.OrigLen)
 	}
 	a.cur = p
+	if ok && p.Reason == roce.ReasonShortBTH && len(tp.Data) >= p.BTHOffset+roce.BTHLen {
+		// The BTH is there but not the extended headers that say what the packet is (RETH, AETH...): a
+		// checker that skipped it would see a PSN gap or a missing ACK that never happened.
+		if a.cut == nil {
+			a.cut = map[flowKey]int{}
+		}
+		a.cut[flowKey{p.DstIP, p.BTH.DestQP}]++
+		a.cutTotal++
+	}
 	if !ok || p.Reason == roce.ReasonShortBTH {
 		return
 	}
 	a.res.RoCEPackets++
 	ev, t := a.metadata(tp)
+	if ev == roce.EventDelay || ev == roce.EventReorder || ev == roce.EventDuplicate {
+		if a.moved == nil {
+			a.moved = map[flowKey]int{}
+		}
+		a.moved[flowKey{p.DstIP, p.BTH.DestQP}]++
+		a.movedTotal++
+	}
 	pi := pktInfo{idx: tp.Index, t: t, ev: ev, delivered: ev != roce.EventDrop && ev != roce.EventCorrupt,
 		ce: p.ECN() == 3 || ev == roce.EventECN}
 	op := p.BTH.Opcode

@@ -18,6 +18,12 @@ func (a *analyzer) finish() *Analysis {
 		}
 		flow := fmt.Sprintf("%s > %s qp 0x%06x", cs.c.ReqIP, cs.c.RespIP, cs.c.RespQPN)
 		switch {
+		case a.cutPackets(cs) > 0:
+			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: fmt.Sprintf(
+				"the capture cut the transport headers of %d of its packets (snap length too short): not judged", a.cutPackets(cs))})
+		case a.movedPackets(cs) > 0:
+			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: fmt.Sprintf(
+				"delay, reorder or duplicate events changed the delivery of %d of its packets after the switch saw them: the checkers, which read the switch's order, do not judge it", a.movedPackets(cs))})
 		case cs.sawRead && cs.sawWS:
 			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: "mixes READ with SEND/WRITE on one QP: not checked"})
 		case !cs.sawRead && !cs.sawWS:
@@ -55,6 +61,17 @@ func (a *analyzer) finish() *Analysis {
 		}
 	}
 	res.Counters = a.counterChecks()
+	if a.movedTotal > 0 && a.cutTotal == 0 && len(res.Counters) > 0 {
+		res.Counters = []CounterCheck{}
+		res.Skipped = append(res.Skipped, Skipped{Flow: "counters", Reason: fmt.Sprintf(
+			"delay, reorder or duplicate events changed the delivery of %d packets after the switch saw them: the counters cannot be compared with the trace", a.movedTotal)})
+	}
+	if a.cutTotal > 0 && len(res.Counters) > 0 {
+		// The trace-implied counts would miss the cut packets: no counter verdict.
+		res.Counters = []CounterCheck{}
+		res.Skipped = append(res.Skipped, Skipped{Flow: "counters", Reason: fmt.Sprintf(
+			"the capture cut the transport headers of %d packets (snap length too short): the counters cannot be compared with the trace", a.cutTotal)})
+	}
 	res.Traffic = a.trafficResults()
 	res.NoisyNeighbor = a.noisyNeighbor(res.Traffic)
 	if nn := res.NoisyNeighbor; nn != nil {
@@ -107,6 +124,23 @@ func (a *analyzer) finish() *Analysis {
 }
 
 // keep adds a connection's check for one analyzer, creating an empty (passing) one if it found nothing.
+// cutPackets counts the packets of either direction of a connection whose transport headers the capture cut.
+func (a *analyzer) cutPackets(cs *connState) int {
+	if a.cut == nil {
+		return 0
+	}
+	return a.cut[flowKey{cs.c.RespIP, cs.c.RespQPN}] + a.cut[flowKey{cs.c.ReqIP, cs.c.ReqQPN}]
+}
+
+// movedPackets counts the packets of either direction of a connection that a delay, reorder or duplicate event
+// touched.
+func (a *analyzer) movedPackets(cs *connState) int {
+	if a.moved == nil {
+		return 0
+	}
+	return a.moved[flowKey{cs.c.RespIP, cs.c.RespQPN}] + a.moved[flowKey{cs.c.ReqIP, cs.c.ReqQPN}]
+}
+
 func (a *analyzer) keep(cs *connState, name string) {
 	c := cs.viol[name]
 	if c == nil {

@@ -177,10 +177,16 @@ func (a *analyzer) retransmissions() []Retransmission {
 	for i := range a.retx {
 		l := &a.retx[i]
 		cs := l.cs
+		if a.cutPackets(cs) > 0 || a.movedPackets(cs) > 0 {
+			continue // not judged: its packets are not all readable
+		}
 		x := Retransmission{QP: cs.qp(), PSN: l.rel + int64(base), PSNAbs: cs.abs(l.rel), Msg: l.msg, Iter: l.iter,
 			Event: l.event, Packet: l.idx, Position: base}
 		if l.msg >= 1 && l.msg <= len(cs.msgFirst) && cs.msgFirst[l.msg-1] >= 0 {
 			x.Position = int(l.rel-cs.msgFirst[l.msg-1]) + base
+		}
+		if l.oosT >= 0 && (l.retxT < 0 || l.oosT <= l.retxT) {
+			x.NextDeliveredUs = fptr(us(l.oosT - l.t))
 		}
 		if l.retxT >= 0 {
 			idx := l.retxIdx

@@ -162,6 +162,10 @@ type Retransmission struct {
 	NACKGenerationUs *float64 `json:"nack_generation_us"`
 	NACKReactionUs   *float64 `json:"nack_reaction_us"`
 	LatencyUs        *float64 `json:"latency_us"`
+	// NextDeliveredUs is the reference Lumina's "next delivered packet delay": from the lost packet to the next
+	// packet of its connection that was delivered (the out-of-order arrival); null when none came before the
+	// retransmission.
+	NextDeliveredUs *float64 `json:"next_delivered_us"`
 }
 
 // MessageRetries is the retransmission history of one message that needed any.

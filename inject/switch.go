@@ -99,6 +99,7 @@ type Switch struct {
 	table   map[key]int32
 	entries []entry
 	rewrite uint16
+	clock   uint64 // Config.ClockStartNs
 	rng     rand.PCG
 	wrr     WRR
 	c       counters
@@ -306,7 +307,7 @@ func (s *Switch) mirror(now int64, frame []byte, p *roce.Packet, act roce.EventT
 		corrupt(m, p) // corrupt is its own inverse
 	}
 	seq := s.seq%roce.MirrorMax + 1 // 1 .. 2^48-1, then back to 1
-	ts := uint64(now) & roce.MirrorMax
+	ts := (s.clock + uint64(now)) & roce.MirrorMax
 	if isIPv4(p) {
 		if err := roce.EncodeMirror(m, roce.Mirror{Event: act, Seq: seq, TimestampNs: ts}); err != nil {
 			s.c.mirrorErr++

@@ -27,6 +27,9 @@ type Config struct {
 	RewritePort uint16
 	Seed        uint64 // seeds the RSS source-port randomization of mirrored copies, nothing else
 	Ports       int    // host-facing ports: 0 or 2 (port 0 = requester side, 1 = responder side)
+	// ClockStartNs is the switch clock at time 0: mirrored copies carry (ClockStartNs + now) mod 2^48 ns, so a
+	// start near 2^48 makes the timestamps wrap during the run, as a real switch's do every 78 hours.
+	ClockStartNs uint64
 }
 
 // Entry is one installed event-table entry, as the reference's switch_state_snapshot lists them.
@@ -141,6 +144,7 @@ func New(cfg Config) (*Switch, error) {
 		connMap: make(map[connKey]connRef, 2*len(cfg.Conns)),
 		rewrite: cfg.RewritePort,
 		wrr:     NewWRR(weights),
+		clock:   cfg.ClockStartNs,
 	}
 	s.rng = *rand.NewPCG(cfg.Seed, 0x6c756d696e61) // second word: "lumina", so seed 0 is still a usable stream
 	s.c.init(ports, len(weights))

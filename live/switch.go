@@ -3,7 +3,6 @@ package live
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lumina-go/lumina/inject"
+	"github.com/lumina-go/lumina/version"
 )
 
 // SwitchConfig describes a real-time switch.
@@ -420,12 +420,12 @@ func (s *Switch) writeStatus() error {
 }
 
 func writeJSONFile(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := version.MarshalDocument(v)
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", path, err)
 	}
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -147,6 +147,10 @@ func (g *trafficGen) pending() string {
 	return fmt.Sprintf("%d of %d messages completed, %d of %d connections unfinished", done, total, open, len(g.conns))
 }
 
+// ValidateConfig checks the configuration as Run does before anything is built, so that a caller can reject a
+// bad one before it creates anything.
+func ValidateConfig(cfg *lab.Config) error { return validateConfig(cfg) }
+
 // validate checks the configuration before anything is built.
 func validateConfig(cfg *lab.Config) error {
 	var errs []string

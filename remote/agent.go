@@ -19,6 +19,7 @@ import (
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/version"
 )
 
 // Version is the protocol version an agent and a controller must share (the binary's hash is checked too).
@@ -211,10 +212,14 @@ func (a *Agent) hello(o *Hello) HelloResult {
 	return r
 }
 
+// journalKey is the key of the undo journal's command list (the journal is a JSON document with
+// schema_version; a bare list, as older agents wrote it, is read too).
+const journalKey = "undo"
+
 // journal appends an undo command before the change it undoes is made.
 func (a *Agent) journal(undo []string) error {
 	a.undo = append(a.undo, undo)
-	b, err := json.Marshal(a.undo)
+	b, err := version.MarshalList(journalKey, a.undo)
 	if err != nil {
 		return err
 	}
@@ -545,7 +550,7 @@ func Cleanup(runDir string, run func([]string) (string, error)) error {
 	b, err := os.ReadFile(filepath.Join(runDir, JournalFile))
 	if err == nil {
 		var undo [][]string
-		if err := json.Unmarshal(b, &undo); err != nil {
+		if err := version.UnmarshalList(b, journalKey, &undo); err != nil {
 			errs = append(errs, fmt.Errorf("reading the undo journal: %w", err))
 		}
 		for i := len(undo) - 1; i >= 0; i-- {

@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"github.com/lumina-go/lumina/inject"
-	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/lab"
+	"github.com/lumina-go/lumina/live"
 )
 
 // The agent protocol: the controller writes one Request per line on the agent's standard input; the agent
@@ -277,10 +277,10 @@ func (*TrafficRun) Commands() [][]string { return nil }
 // EndpointResult is an endpoint's account: per-connection outcomes (requester), data packets sent, counters.
 type EndpointResult struct {
 	Results   map[int]lab.ConnResult `json:"results,omitempty"`
-	DataStats map[int][2]uint64         `json:"data_stats"`
+	DataStats map[int][2]uint64      `json:"data_stats"`
 	Counters  lab.CounterSnapshot    `json:"counters"`
-	Unknown   uint64                    `json:"unknown"`
-	Error     string                    `json:"error,omitempty"`
+	Unknown   uint64                 `json:"unknown"`
+	Error     string                 `json:"error,omitempty"`
 }
 
 // EndpointStop stops the endpoint and returns its account.

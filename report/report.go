@@ -11,6 +11,7 @@ import (
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
+	"github.com/lumina-go/lumina/trace"
 	"github.com/lumina-go/lumina/verdict"
 )
 
@@ -45,27 +46,123 @@ func (d *CaptureDoc) ChecksOK() bool {
 // Capture prints the capture summary followed by the checkers' verdicts.
 func Capture(w io.Writer, d *CaptureDoc) {
 	d.Report.WriteText(w)
+	if in := d.Integrity; in != nil {
+		ok, skipped := 0, 0
+		for _, c := range in.Checks {
+			switch {
+			case c.OK:
+				ok++
+			case c.Skipped:
+				skipped++
+			}
+		}
+		fmt.Fprintln(w)
+		counted := fmt.Sprintf("%d/%d conditions hold", ok, len(in.Checks))
+		if skipped > 0 {
+			counted += fmt.Sprintf(", %d not checked", skipped)
+		}
+		if in.OK {
+			fmt.Fprintf(w, "integrity  ok (%s)\n", counted)
+		} else {
+			fmt.Fprintf(w, "integrity  INVALID TRACE (%s): the checkers were not run\n", counted)
+		}
+		integrityConditions(w, in.Checks)
+		if in.Hint != "" {
+			fmt.Fprintf(w, "  hint: %s\n", in.Hint)
+		}
+	}
 	if d.CNPAnalysis == nil {
 		return
 	}
 	fmt.Fprintln(w)
 	checks(w, d.Checks, 5)
-	if len(d.Skipped) > 0 {
-		fmt.Fprintf(w, "  %d flow(s) not judged (", len(d.Skipped))
-		reasons := map[string]int{}
-		for _, s := range d.Skipped {
-			reasons[s.Reason]++
+	flowAccount(w, d)
+	retransmissions(w, d.Retransmissions, 20)
+}
+
+// flowAccount says, in flows of the table, what the checkers judged and what not and why, so that the counts
+// add up to the flows listed: a judged connection covers its request flow and its response flow.
+func flowAccount(w io.Writer, d *CaptureDoc) {
+	if d.Report == nil || len(d.Flows) == 0 {
+		skipped(w, d.Skipped)
+		return
+	}
+	key := func(src, dst string, qp uint32) string { return fmt.Sprintf("%s > %s qp 0x%06x", src, dst, qp) }
+	judged := map[string]bool{}
+	conns := 0
+	for _, c := range d.Checks {
+		switch c.Analyzer {
+		case "gbn", "gbn-read", "irn":
+		default:
+			continue
 		}
-		keys := sortedKeys(reasons)
-		for i, k := range keys {
+		for _, cn := range d.Connections {
+			if cn.Index+1 == c.QP { // the capture analysis numbers connections from 1
+				conns++
+				judged[key(cn.ReqIP.String(), cn.RespIP.String(), cn.RespQPN)] = true
+				judged[key(cn.RespIP.String(), cn.ReqIP.String(), cn.ReqQPN)] = true
+			}
+		}
+	}
+	why := map[string]string{}
+	for _, s := range d.Skipped {
+		if _, ok := why[s.Flow]; !ok {
+			why[s.Flow] = s.Reason
+		}
+	}
+	for _, cn := range d.Connections { // a skipped connection's responses are skipped for the same reason
+		if r, ok := why[key(cn.ReqIP.String(), cn.RespIP.String(), cn.RespQPN)]; ok {
+			if k := key(cn.RespIP.String(), cn.ReqIP.String(), cn.ReqQPN); why[k] == "" {
+				why[k] = r
+			}
+		}
+	}
+	covered := 0
+	reasons := map[string]int{}
+	for _, f := range d.Flows {
+		k := key(f.Src, f.Dst, f.DestQP)
+		if judged[k] {
+			covered++
+			continue
+		}
+		r, ok := why[k]
+		if !ok {
+			r = "no connection the checkers could pair it with"
+		}
+		reasons[r]++
+	}
+	fmt.Fprintf(w, "flows      %d: %d in the %d judged connection(s), %d not judged", len(d.Flows), covered, conns, len(d.Flows)-covered)
+	if len(reasons) > 0 {
+		fmt.Fprint(w, " (")
+		for i, k := range sortedKeys(reasons) {
 			if i > 0 {
 				fmt.Fprint(w, "; ")
 			}
 			fmt.Fprintf(w, "%s: %d", k, reasons[k])
 		}
-		fmt.Fprintln(w, ")")
+		fmt.Fprint(w, ")")
 	}
-	retransmissions(w, d.Retransmissions, 20)
+	fmt.Fprintln(w)
+}
+
+// skipped says what was not judged, and why.
+func skipped(w io.Writer, list []analyze.Skipped) {
+	if len(list) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  not judged (")
+	reasons := map[string]int{}
+	for _, s := range list {
+		reasons[s.Reason]++
+	}
+	keys := sortedKeys(reasons)
+	for i, k := range keys {
+		if i > 0 {
+			fmt.Fprint(w, "; ")
+		}
+		fmt.Fprintf(w, "%s: %d", k, reasons[k])
+	}
+	fmt.Fprintln(w, ")")
 }
 
 // Run prints the summary of a test run (or of a re-analysis of its results directory).
@@ -105,16 +202,13 @@ func Run(w io.Writer, o *verdict.Outcome) {
 		fmt.Fprintf(w, "integrity  ok (%d/%d checks)\n", ok, len(doc.Integrity.Checks))
 	} else {
 		fmt.Fprintf(w, "integrity  INVALID TEST (%d/%d checks pass): nothing was analyzed\n", ok, len(doc.Integrity.Checks))
-		for _, c := range doc.Integrity.Checks {
-			if !c.OK {
-				fmt.Fprintf(w, "  [FAIL] %s: %s\n", c.Name, c.Detail)
-			}
-		}
 	}
+	integrityConditions(w, doc.Integrity.Checks)
 	if doc.Analysis != nil && doc.Integrity.OK {
 		a := doc.Analysis
 		fmt.Fprintf(w, "trace      %d packets (%d RoCE)\n", a.Packets, a.RoCEPackets)
 		checks(w, a.Checks, 5)
+		skipped(w, a.Skipped)
 		retransmissions(w, a.Retransmissions, 20)
 		cnp(w, &a.CNP)
 		counters(w, a.Counters)
@@ -144,6 +238,20 @@ func expectations(w io.Writer, doc *verdict.Document) {
 			}
 			fmt.Fprintln(w)
 		}
+	}
+}
+
+// integrityConditions lists every integrity condition with its verdict.
+func integrityConditions(w io.Writer, cs []trace.CheckResult) {
+	for _, c := range cs {
+		tag := "[ok]"
+		switch {
+		case c.Skipped:
+			tag = "[n/a]"
+		case !c.OK:
+			tag = "[FAIL]"
+		}
+		fmt.Fprintf(w, "  %-6s %s: %s\n", tag, c.Name, c.Detail)
 	}
 }
 
@@ -219,7 +327,7 @@ func retransmissions(w io.Writer, rs []analyze.Retransmission, max int) {
 	}
 	fmt.Fprintf(w, "\nretransmissions (%d lost packet%s)\n", len(rs), plural(len(rs), "", "s"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QP\tPSN\tMSG\tITER\tEVENT\tTRIGGER\tNACK-GEN us\tNACK-REACT us\tTOTAL us\t")
+	fmt.Fprintln(tw, "QP\tPSN\tMSG\tITER\tEVENT\tTRIGGER\tNEXT-DELIV us\tNACK-GEN us\tNACK-REACT us\tTOTAL us\t")
 	for i, r := range rs {
 		if i == max {
 			break
@@ -228,8 +336,8 @@ func retransmissions(w io.Writer, rs []analyze.Retransmission, max int) {
 		if r.Trigger != nil {
 			trig = *r.Trigger
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.QP, r.PSN, r.Msg, r.Iter, r.Event, trig,
-			fnum(r.NACKGenerationUs), fnum(r.NACKReactionUs), fnum(r.LatencyUs))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.QP, r.PSN, r.Msg, r.Iter, r.Event, trig,
+			fnum(r.NextDeliveredUs), fnum(r.NACKGenerationUs), fnum(r.NACKReactionUs), fnum(r.LatencyUs))
 	}
 	tw.Flush()
 	if len(rs) > max {

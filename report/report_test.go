@@ -127,7 +127,8 @@ func TestChecksCapsViolations(t *testing.T) {
 	}
 }
 
-// The capture summary's checker part counts skipped flows by reason, sorted.
+// The capture summary's checker part counts what was not judged by reason, sorted (without a flow table to
+// account in flows, the analyzers' skipped list as it is).
 func TestCaptureSkipped(t *testing.T) {
 	d := &CaptureDoc{Report: &summary.Report{}}
 	d.Set(&analyze.Analysis{Checks: []analyze.Check{{Analyzer: "gbn", QP: 1, OK: true}},
@@ -137,7 +138,7 @@ func TestCaptureSkipped(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	Capture(&buf, d)
-	if !strings.Contains(buf.String(), "  3 flow(s) not judged (no-data: 1; ud: 2)\n") {
+	if !strings.Contains(buf.String(), "  not judged (no-data: 1; ud: 2)\n") {
 		t.Errorf("capture summary:\n%s", buf.String())
 	}
 	d.Checks[0].OK = false

@@ -59,6 +59,9 @@ func (s *Scenario) effective() yaml.MapSlice {
 		{Key: "rnr-retry", Value: t.RNRRetry},
 		{Key: "dscp-list", Value: nonNil(t.DSCPList)},
 	}
+	if t.InitialPSN != nil {
+		traffic = append(traffic, kv{Key: "initial-psn", Value: *t.InitialPSN})
+	}
 	n := s.Network
 	network := yaml.MapSlice{
 		{Key: "link-gbps", Value: n.LinkGbps},
@@ -69,6 +72,7 @@ func (s *Scenario) effective() yaml.MapSlice {
 		{Key: "snap-len", Value: n.SnapLen},
 		{Key: "event-table-capacity", Value: n.EventTableCapacity},
 		{Key: "run-timeout-ms", Value: n.RunTimeoutMs},
+		{Key: "switch-clock-start-ns", Value: n.SwitchClockStartNs},
 	}
 	events := make([]any, 0, len(s.Events))
 	for _, e := range s.Events {

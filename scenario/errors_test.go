@@ -12,7 +12,7 @@ func TestErrorMessages(t *testing.T) {
 		want      []string
 	}{
 		{"unknown key", "traffic:\n  mtuu: 1024\n", []string{
-			"x.yaml:2:3: traffic.mtuu: unknown key; expected one of num-connections, num-qps, rdma-verb, num-msgs-per-qp, mtu, message-size, multi-gid, barrier-sync, tx-depth, min-retransmit-timeout, max-retransmit-retry, rnr-retry, dscp-list, data-pkt-events, listen-port"}},
+			"x.yaml:2:3: traffic.mtuu: unknown key; expected one of num-connections, num-qps, rdma-verb, num-msgs-per-qp, mtu, message-size, multi-gid, barrier-sync, tx-depth, min-retransmit-timeout, max-retransmit-retry, rnr-retry, dscp-list, data-pkt-events, listen-port, initial-psn"}},
 		{"unknown hardware subkey", "switch:\n  sde: /x\n", []string{
 			"x.yaml:2:3: switch.sde: unknown key; expected one of sde-path, workspace, control-ip, username, ssh-key-filepath, port-speed, fec-type, listen-port, local-switch-config-path, ssh-port, known-hosts, jump"}},
 		{"bad mtu", "traffic:\n  num-connections: 2\n  mtu: 1000\n", []string{

@@ -229,6 +229,10 @@ func (d *decoder) eventPSN(v val, by map[string]field, s *Scenario, e *Event) bo
 			good = false
 		}
 		e.EveryMsg = b
+	} else if _, hasMsg := by["msg"]; !hasMsg && s.Format == FormatLumina && strings.HasPrefix(v.path, "traffic.data-pkt-events") {
+		// The reference orchestrator copies each data-pkt-event to every message (psn += i * packets per
+		// message): in its own configuration format, that is what an event means.
+		e.EveryMsg = true
 	}
 	ppm := t.PacketsPerMessage()
 	scope := t.PacketsPerConnection()

@@ -92,11 +92,12 @@ func TestReferenceExampleLoadsUnchanged(t *testing.T) {
 	if s.Network.SnapLen != 128 || s.RewriteUDPDstPort != 9741 || s.Network.Dumpers != 2 {
 		t.Errorf("snap-len %d port %d dumpers %d", s.Network.SnapLen, s.RewriteUDPDstPort, s.Network.Dumpers)
 	}
+	// The reference's orchestrator copies each event to every message: every-msg.
 	want := []string{
-		"{qpn: 0, psn: 4, iter: 1, type: ecn, packet: data}",
-		"{qpn: 1, psn: 4, iter: 1, type: ecn, packet: data}",
-		"{qpn: 2, psn: 3, iter: 1, type: drop, packet: data}",
-		"{qpn: 3, psn: 5, iter: 1, type: drop, packet: data}",
+		"{qpn: 0, psn: 4, iter: 1, every-msg: true, type: ecn, packet: data}",
+		"{qpn: 1, psn: 4, iter: 1, every-msg: true, type: ecn, packet: data}",
+		"{qpn: 2, psn: 3, iter: 1, every-msg: true, type: drop, packet: data}",
+		"{qpn: 3, psn: 5, iter: 1, every-msg: true, type: drop, packet: data}",
 	}
 	if got := eventStrings(s.Events); !slices.Equal(got, want) {
 		t.Errorf("events\n got %q\nwant %q", got, want)
@@ -350,13 +351,13 @@ func TestWithSeed(t *testing.T) {
 func TestAnchorsAndAliases(t *testing.T) {
 	s := mustParse(t, `
 requester:
-  nic: &card {type: cx6, ip-list: [10.0.0.2/24]}
+  nic: {type: &card cx6, ip-list: [10.0.0.2/24]}
   roce-parameters: &rp {adaptive-retrans: true}
 responder:
-  nic: *card
+  nic: {type: *card, ip-list: [10.0.0.3/24]}
   roce-parameters: *rp
 `)
-	if s.Responder.NIC.Type != "cx6dx" || s.Responder.NIC.IPList[0].String() != "10.0.0.2/24" || !s.Responder.RoCEParameters.AdaptiveRetrans {
+	if s.Responder.NIC.Type != "cx6dx" || s.Responder.NIC.IPList[0].String() != "10.0.0.3/24" || !s.Responder.RoCEParameters.AdaptiveRetrans {
 		t.Errorf("aliases not resolved: responder %+v", s.Responder)
 	}
 }

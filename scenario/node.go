@@ -18,6 +18,9 @@ type decoder struct {
 	errs      Errors
 	anchors   map[string]ast.Node
 	ignoredAt []ignoredKey
+	// failed holds the paths of the values that were rejected: what depends on them is not checked against
+	// the defaults they left in place (one bad value, one error).
+	failed map[string]bool
 	// remote collects the remote testbed's hosts; remoteFields the keys read into it (ignored for other
 	// testbeds).
 	remote       Remote
@@ -46,7 +49,21 @@ func (d *decoder) errAt(line, col int, path, format string, args ...any) {
 }
 
 func (d *decoder) errv(v val, format string, args ...any) {
+	if d.failed == nil {
+		d.failed = map[string]bool{}
+	}
+	d.failed[v.path] = true
 	d.errAt(v.line, v.col, v.path, format, args...)
+}
+
+// anyFailed reports whether one of the paths was rejected.
+func (d *decoder) anyFailed(paths ...string) bool {
+	for _, p := range paths {
+		if d.failed[p] {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *decoder) ignore(f field) {

@@ -1,12 +1,14 @@
 package scenario
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
@@ -33,6 +35,12 @@ func Load(path string) (*Scenario, error) {
 // The error, if any, is an Errors listing every problem found.
 func Parse(data []byte, name string) (*Scenario, error) {
 	d := &decoder{file: name, anchors: map[string]ast.Node{}}
+	if off, ok := binaryAt(data); ok {
+		// Never echo binary bytes back: say where the text stops being text.
+		line := 1 + bytes.Count(data[:off], []byte("\n"))
+		d.errAt(line, 1, "", "byte offset %d is 0x%02x, not text: this is not a YAML scenario file", off, data[off])
+		return nil, d.errs
+	}
 	s := d.parse(data)
 	if len(d.errs) > 0 {
 		return nil, d.errs
@@ -40,6 +48,19 @@ func Parse(data []byte, name string) (*Scenario, error) {
 	s.Path = name
 	s.IgnoredKeys = d.ignoredStrings()
 	return s, nil
+}
+
+// binaryAt returns the offset of the first byte that makes data not a text file: invalid UTF-8, or a control
+// character other than tab, newline and carriage return.
+func binaryAt(data []byte) (int, bool) {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if (r == utf8.RuneError && n == 1) || (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f {
+			return i, true
+		}
+		i += n
+	}
+	return 0, false
 }
 
 // Top-level keys.
@@ -61,8 +82,8 @@ var (
 	roceKeys          = []string{"dcqcn-rp-enable", "dcqcn-np-enable", "min-time-between-cnps", "adaptive-retrans", "slow-restart", "dcqcn-enable"}
 	etsKeys           = []string{"dscp-to-tc", "traffic-classes"}
 	tcKeys            = []string{"tc", "weight", "strict"}
-	networkKeys       = []string{"link-gbps", "propagation-ns", "switch-latency-ns", "dumpers", "dumper-weights", "snap-len", "event-table-capacity", "run-timeout-ms"}
-	trafficKeys       = []string{"num-connections", "num-qps", "rdma-verb", "num-msgs-per-qp", "mtu", "message-size", "multi-gid", "barrier-sync", "tx-depth", "min-retransmit-timeout", "max-retransmit-retry", "rnr-retry", "dscp-list", "data-pkt-events", "listen-port"}
+	networkKeys       = []string{"link-gbps", "propagation-ns", "switch-latency-ns", "dumpers", "dumper-weights", "snap-len", "event-table-capacity", "run-timeout-ms", "switch-clock-start-ns"}
+	trafficKeys       = []string{"num-connections", "num-qps", "rdma-verb", "num-msgs-per-qp", "mtu", "message-size", "multi-gid", "barrier-sync", "tx-depth", "min-retransmit-timeout", "max-retransmit-retry", "rnr-retry", "dscp-list", "data-pkt-events", "listen-port", "initial-psn"}
 	testbeds          = []string{"sim", "netns", "rxe-vm", "remote"}
 	referenceNICNames = map[string]string{"cx4": "cx4lx", "cx5": "cx5", "cx6": "cx6dx", "e810": "e810"}
 	profileNames      = []string{"cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g", "rxe"}
@@ -128,6 +149,8 @@ func (d *decoder) parse(data []byte) *Scenario {
 	fields, _ := d.fields(root)
 	var df deferred
 	var wl *val // the workload section, if any
+	hostVals := [2]val{root, root}
+	netVal := root
 	for _, f := range fields {
 		if slices.Contains(referenceOnlyTopKeys, f.key) {
 			s.Format = FormatLumina
@@ -156,12 +179,15 @@ func (d *decoder) parse(data []byte) *Scenario {
 			}
 		case "requester":
 			d.host(f.v, &s.Requester, &d.remote.Requester)
+			hostVals[0] = f.v
 		case "responder":
 			d.host(f.v, &s.Responder, &d.remote.Responder)
+			hostVals[1] = f.v
 		case "traffic":
 			d.traffic(f.v, &s.Traffic, &df)
 		case "network":
 			d.network(f.v, &s.Network, &df)
+			netVal = f.v
 		case "events":
 			its, _ := d.items(f.v)
 			df.events = append(df.events, its...)
@@ -180,6 +206,33 @@ func (d *decoder) parse(data []byte) *Scenario {
 			d.mirror(f.v, f.key, &df)
 		default:
 			d.unknown(f, topKeys)
+		}
+	}
+	// A round trip longer than the retransmission timeout makes every timeout spurious, and the checkers, which
+	// see each ACK at the switch, cannot tell when the requester got it: no verdict would be right.
+	if t := s.Traffic.MinRetransmitTimeout; t > 0 && s.Workload == nil && !d.anyFailed("network.link-gbps",
+		"network.propagation-ns", "network.switch-latency-ns", "traffic.min-retransmit-timeout", "traffic.mtu") {
+		timeoutNs := int64(4096) << t
+		rtt := 2 * (2*s.Network.PropagationNs + s.Network.SwitchLatencyNs)
+		if g := s.Network.LinkGbps; g > 0 {
+			// A data packet and its ACK, each stored and forwarded by the switch: four MTU serializations.
+			rtt += int64(4 * float64(s.Traffic.MTU+100) * 8 / g)
+		}
+		if 2*rtt > timeoutNs {
+			d.errv(netVal, "link-gbps %g, propagation-ns %d and switch-latency-ns %d make a round trip of %.3f ms, more than half the retransmission timeout %.3f ms (min-retransmit-timeout %d); expected a round trip below half the timeout",
+				s.Network.LinkGbps, s.Network.PropagationNs, s.Network.SwitchLatencyNs, float64(rtt)/1e6, float64(timeoutNs)/1e6, t)
+		}
+	}
+	// Two hosts with one address: every packet would go to one of them.
+	for _, a := range s.Requester.NIC.IPList {
+		for _, b := range s.Responder.NIC.IPList {
+			if a.Addr() == b.Addr() {
+				at := hostVals[1]
+				if at.n == root.n {
+					at = hostVals[0]
+				}
+				d.errv(at, "requester and responder both have the address %s; expected distinct addresses (ip-list)", a.Addr())
+			}
 		}
 	}
 	// The data-pkt-events of traffic come first whatever the key order, as the documentation says.
@@ -627,7 +680,7 @@ func (d *decoder) traffic(v val, t *Traffic, df *deferred) {
 				t.MTU = int(x)
 			}
 		case "message-size":
-			if x, ok := d.intIn(f.v, 1, 1<<31); ok {
+			if x, ok := d.intIn(f.v, 1, 1<<31-1); ok {
 				t.MessageSize = x
 			}
 		case "multi-gid":
@@ -665,6 +718,10 @@ func (d *decoder) traffic(v val, t *Traffic, df *deferred) {
 				}
 			}
 			t.DSCPList = list
+		case "initial-psn":
+			if x, ok := d.intIn(f.v, 0, 1<<24-1); ok {
+				t.InitialPSN = &x
+			}
 		case "data-pkt-events":
 			its, _ := d.items(f.v)
 			df.events = append(df.events, its...)
@@ -678,6 +735,10 @@ func (d *decoder) traffic(v val, t *Traffic, df *deferred) {
 
 // maxConnections bounds expansion of `qpn: all` and the simulator's state; the reference tops out near 511.
 const maxConnections = 16384
+
+// minSnapLen is the shortest mirrored copy that keeps every header the analyzers read (Ethernet, two VLAN
+// tags, IPv6, UDP, BTH, RETH, ImmDt: 102 bytes), rounded to the reference's default, 128.
+const minSnapLen = 128
 
 // numConnections applies num-connections once the verb is known ("a,b" only for send_read).
 func (d *decoder) numConnections(v val, t *Traffic) {
@@ -755,6 +816,10 @@ func (d *decoder) network(v val, n *Network, df *deferred) {
 			if x, ok := d.intIn(f.v, 1, 86400000); ok {
 				n.RunTimeoutMs = int64(x)
 			}
+		case "switch-clock-start-ns":
+			if x, ok := d.intIn(f.v, 0, 1<<48-1); ok {
+				n.SwitchClockStartNs = int64(x)
+			}
 		default:
 			d.unknown(f, networkKeys)
 		}
@@ -789,7 +854,11 @@ func (d *decoder) finish(s *Scenario, df *deferred) {
 	var first *val
 	for i := range df.snapLens {
 		v := df.snapLens[i]
-		x, ok := d.intIn(v, 64, 65535)
+		if n, isInt := intOf(v.n); isInt && n >= 0 && n < minSnapLen {
+			d.errv(v, "snap length %d is too short; expected %d..65535: a shorter copy loses the transport headers (RETH, AETH) the analyzers need", n, minSnapLen)
+			continue
+		}
+		x, ok := d.intIn(v, minSnapLen, 65535)
 		if !ok {
 			continue
 		}
@@ -801,10 +870,15 @@ func (d *decoder) finish(s *Scenario, df *deferred) {
 		s.Network.SnapLen = x
 	}
 	d.remoteFinish(s)
-	d.events(s, df.events)
-	for _, v := range df.expects {
-		if e, ok := d.expectation(v, s); ok {
-			s.Expect = append(s.Expect, e)
+	// Events and expectations name connections, messages and packets: checked against a traffic section that
+	// was rejected, they would only repeat its error.
+	if !d.anyFailed("traffic.num-connections", "traffic.num-qps", "traffic.rdma-verb", "traffic.num-msgs-per-qp",
+		"traffic.mtu", "traffic.message-size", "index-base") {
+		d.events(s, df.events)
+		for _, v := range df.expects {
+			if e, ok := d.expectation(v, s); ok {
+				s.Expect = append(s.Expect, e)
+			}
 		}
 	}
 	slices.SortStableFunc(d.errs, func(a, b *Error) int {

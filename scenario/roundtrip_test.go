@@ -71,10 +71,10 @@ traffic:
   rnr-retry: 3
   dscp-list: [26, 0]
 network:
-  link-gbps: 0.001
+  link-gbps: 0.5
   propagation-ns: 0
   dumper-weights: [2, 1, 1]
-  snap-len: 64
+  snap-len: 128
   event-table-capacity: 100
   run-timeout-ms: 1
 events:

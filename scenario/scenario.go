@@ -151,6 +151,9 @@ type Traffic struct {
 	RNRRetry             int `json:"rnr-retry" yaml:"rnr-retry"`
 	// DSCPList gives connection i the DSCP DSCPList[i % len]; empty = the NIC profile's default.
 	DSCPList []int `json:"dscp-list" yaml:"dscp-list"`
+	// InitialPSN, when set, is the requester's initial PSN on every connection (else drawn from the seed): a
+	// value just below 2^24 makes the PSNs wrap during the run.
+	InitialPSN *int `json:"initial-psn,omitempty" yaml:"initial-psn,omitempty"`
 }
 
 // PacketsPerMessage is ceil(message-size / mtu), at least 1.
@@ -188,6 +191,9 @@ type Network struct {
 	EventTableCapacity int   `json:"event-table-capacity" yaml:"event-table-capacity"`
 	// RunTimeoutMs bounds the run in simulated time.
 	RunTimeoutMs int64 `json:"run-timeout-ms" yaml:"run-timeout-ms"`
+	// SwitchClockStartNs is the switch's 48-bit clock at the start of the run (0..2^48-1): a value near 2^48
+	// makes the mirror timestamps wrap during the run.
+	SwitchClockStartNs int64 `json:"switch-clock-start-ns" yaml:"switch-clock-start-ns"`
 }
 
 // Event types.

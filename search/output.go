@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/lumina-go/lumina/version"
 )
 
 // Files of a search results directory (spec/nic-microarchitecture.md, "Command-line contract of the search").
@@ -19,6 +21,8 @@ const (
 	LogFile       = "search.jsonl"
 	ConfigFile    = "search-config.json" // the options, so that --resume can check it continues the same search
 	ScenarioDir   = "scenarios"
+	// AnomaliesKey is the key of the list of anomalies in anomalies.json.
+	AnomaliesKey = "anomalies"
 )
 
 // DirOptions says where and how a search writes its results.
@@ -62,11 +66,11 @@ func RunDir(ctx context.Context, ev Evaluator, cfg Config, opt DirOptions) (*Res
 	} else if st, err := os.Stat(logPath); err == nil && st.Size() > 0 {
 		return nil, fmt.Errorf("%s already holds a search: continue it with --resume or choose another --out", logPath)
 	}
-	sc, err := json.MarshalIndent(savedConfig{Profile: opt.Profile, Config: cfg}, "", "  ")
+	sc, err := version.MarshalDocument(savedConfig{Profile: opt.Profile, Config: cfg})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the options: %w", err)
 	}
-	if err := writeFileAtomic(cfgPath, append(sc, '\n')); err != nil {
+	if err := writeFileAtomic(cfgPath, sc); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -198,11 +202,11 @@ func writeAnomalies(opt DirOptions, cfg Config, res *Result) error {
 	if list == nil {
 		list = []*Anomaly{}
 	}
-	b, err := json.MarshalIndent(list, "", "  ")
+	b, err := version.MarshalList(AnomaliesKey, list)
 	if err != nil {
 		return fmt.Errorf("encoding anomalies: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(opt.Dir, AnomaliesFile), append(b, '\n'))
+	return writeFileAtomic(filepath.Join(opt.Dir, AnomaliesFile), b)
 }
 
 // WriteScenario writes a scenario that reproduces an anomaly on the simulated testbed: both hosts carry the

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/lumina-go/lumina/version"
 )
 
 func TestMonitorThresholds(t *testing.T) {
@@ -578,7 +580,7 @@ func TestOutputsFollowTheContract(t *testing.T) {
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, AnomaliesFile))
 	var list []map[string]json.RawMessage
-	if err := json.Unmarshal(data, &list); err != nil {
+	if err := version.UnmarshalList(data, AnomaliesKey, &list); err != nil {
 		t.Fatal(err)
 	}
 	if len(list) == 0 || len(list) != len(res.Anomalies) {

@@ -186,7 +186,7 @@ func TestFaultyNICsAreCaught(t *testing.T) {
 			dir := t.TempDir()
 			o := run(t, load(t, faultScenario(prof, fc.verb)), dir)
 			var conns []resultsdir.ConnRecord
-			if err := readJSON(dir, resultsdir.FileConnections, &conns); err != nil || len(conns) != 1 {
+			if err := resultsdir.ReadList(dir, resultsdir.FileConnections, &conns); err != nil || len(conns) != 1 {
 				t.Fatalf("connections.json: %v (%d connections)", err, len(conns))
 			}
 			drop := uint32(roce.PSN(conns[0].RequesterIPSN).Add(dropRel))

@@ -16,7 +16,8 @@ import (
 
 // reconstruct merges the dumps by mirror sequence number into trace.pcapng (nanosecond timestamps, each packet
 // annotated in a comment: event, mirror sequence number, ITER and the connection with the scenario's index base).
-// The verdict stage checks its integrity.
+// A dump cut in the middle of a packet contributes its whole packets. The verdict stage checks the trace's
+// integrity (and names a cut dump).
 func reconstruct(dir string, raw *rawResults, base int) error {
 	paths, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
 	sort.Strings(paths)
@@ -43,6 +44,7 @@ func reconstruct(dir string, raw *rawResults, base int) error {
 		return err
 	}
 	var sb strings.Builder
+	var clock trace.Unwrap48 // the trace's timeline goes on across a wrap of the 48-bit mirror timestamps
 	for {
 		p, err := m.Next()
 		if errors.Is(err, io.EOF) {
@@ -63,7 +65,7 @@ func reconstruct(dir string, raw *rawResults, base int) error {
 			}
 			fmt.Fprintf(&sb, " qp=%d", conn+base)
 		}
-		if err := w.WritePacket(0, int64(mir.TimestampNs), p.Data, p.OrigLen, sb.String()); err != nil {
+		if err := w.WritePacket(0, clock.Extend(mir.TimestampNs), p.Data, p.OrigLen, sb.String()); err != nil {
 			return fmt.Errorf("writing trace: %w", err)
 		}
 	}

@@ -73,9 +73,14 @@ type RemoteOptions struct {
 }
 
 // InvalidRunError is a run that started and could not finish (a remote host or agent failed, or the run was
-// interrupted): its results are removed, and the verdict stage records an invalid verdict with the reason,
-// never something that looks like a valid result.
-type InvalidRunError struct{ Reason string }
+// interrupted): its partial results stay in the staging directory Dir, marked INCOMPLETE (resultsdir.Begin),
+// the results directory asked for keeps the previous run's, and the verdict stage records an invalid verdict
+// with the reason in Dir (verdict.RecordInvalid), never something that looks like a valid result.
+type InvalidRunError struct {
+	Reason string
+	// Dir is the staging directory with the partial results (set by Run).
+	Dir string
+}
 
 func (e *InvalidRunError) Error() string { return e.Reason }
 
@@ -549,7 +554,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 
 // RemoteRawDir is the results subdirectory with the switch's full status (ports, rings, transmit statistics)
 // and each agent's log, for the curious and for debugging.
-const RemoteRawDir = "remote"
+const RemoteRawDir = resultsdir.DirRemoteRaw
 
 func writeRemoteRaw(dir string, st live.SwitchStatus, agents []*remote.AgentConn, p *remotePlan) error {
 	raw := filepath.Join(dir, RemoteRawDir)
@@ -565,19 +570,4 @@ func writeRemoteRaw(dir string, st live.SwitchStatus, agents []*remote.AgentConn
 		}
 	}
 	return nil
-}
-
-// resultFiles are what a run writes; an invalid remote run removes them so that nothing looks valid.
-var resultFiles = []string{resultsdir.FileScenario, resultsdir.FileTrace, resultsdir.FileCounters, resultsdir.FileTraffic, resultsdir.FileAnalysis, resultsdir.FileConnections, resultsdir.FileSwitch}
-
-// clearResults removes what a run that could not finish may have written, so that nothing looks valid.
-func clearResults(dir string) {
-	for _, f := range resultFiles {
-		_ = os.Remove(filepath.Join(dir, f))
-	}
-	_ = os.RemoveAll(filepath.Join(dir, RemoteRawDir))
-	old, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*"))
-	for _, f := range old {
-		_ = os.Remove(f)
-	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/lumina-go/lumina/resultsdir"
-	"github.com/lumina-go/lumina/verdict"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verdict"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -170,6 +171,10 @@ func TestRemoteAgentKilled(t *testing.T) {
 	if resultsdir.IsDir(dir) {
 		t.Error("the results directory of a killed run looks valid")
 	}
+	// The partial results stay in the staging directory, marked: lumina analyze refuses them.
+	if o.Dir == dir || !errors.Is(resultsdir.CheckComplete(o.Dir), resultsdir.ErrIncomplete) {
+		t.Errorf("the killed run's partial results in %q are not marked incomplete", o.Dir)
+	}
 	h.assertClean(t)
 }
 
@@ -232,9 +237,18 @@ func TestRemoteInterrupt(t *testing.T) {
 		!strings.Contains(out.String(), "interrupted (SIGINT/SIGTERM)") {
 		t.Errorf("lumina run's summary does not say why the test is invalid:\n%s", out.String())
 	}
-	a, err := os.ReadFile(filepath.Join(dir, resultsdir.FileAnalysis))
+	// The invalid verdict is in the staging directory with the partial results, marked INCOMPLETE with the
+	// reason; the results directory asked for was never created.
+	partial, _ := filepath.Glob(dir + ".partial-*")
+	if len(partial) != 1 {
+		t.Fatalf("staging directories %q; want one", partial)
+	}
+	a, err := os.ReadFile(filepath.Join(partial[0], resultsdir.FileAnalysis))
 	if err != nil || !bytes.Contains(a, []byte(`"verdict": "invalid"`)) || !bytes.Contains(a, []byte("interrupted")) {
 		t.Errorf("analysis.json after SIGINT: %v\n%s", err, a)
+	}
+	if err := resultsdir.CheckComplete(partial[0]); !errors.Is(err, resultsdir.ErrIncomplete) || !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("the staging directory of an interrupted run: %v; want its INCOMPLETE marker with the reason", err)
 	}
 	if resultsdir.IsDir(dir) {
 		t.Error("the results directory of an interrupted run looks valid")

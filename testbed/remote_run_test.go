@@ -2,13 +2,14 @@ package testbed
 
 import (
 	"fmt"
-	"github.com/lumina-go/lumina/resultsdir"
-	"github.com/lumina-go/lumina/verdict"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verdict"
 
 	"github.com/lumina-go/lumina/live"
 )

@@ -194,6 +194,16 @@ func (h *sshHosts) close() {
 // workspace is the agent's directory on a role's host.
 func (h *sshHosts) workspace(role string) string { return filepath.Join(h.dir, "ws-"+role) }
 
+// oneMessageEvents gives a netns-style body's traffic.data-pkt-events every-msg: false, so that they keep their
+// meaning (one packet of the connection) in a reference-format file, where they would apply to every message.
+func oneMessageEvents(body string) string {
+	i := strings.Index(body, "  data-pkt-events:\n")
+	if i < 0 {
+		return body
+	}
+	return body[:i] + strings.ReplaceAll(body[i:], "\n    - {qpn:", "\n    - {every-msg: false, qpn:")
+}
+
 // hostSection is a role's remote keys in the scenario.
 func (h *sshHosts) hostSection(role string, extra string) string {
 	return fmt.Sprintf("  control-ip: %s\n  username: root\n  ssh-key-filepath: %s\n  known-hosts: %s\n  workspace: %s\n%s",
@@ -201,8 +211,10 @@ func (h *sshHosts) hostSection(role string, extra string) string {
 }
 
 // scenario turns a netns-style scenario body (requester/responder nic sections included) into testbed: remote.
+// The reference's host keys make it a reference-format file, whose traffic.data-pkt-events apply to every
+// message; the body's events keep their netns meaning (one packet of the connection) with every-msg: false.
 func (h *sshHosts) scenario(body string, mirrorExtra string) string {
-	s := "testbed: remote\nindex-base: 1\n" + body
+	s := "testbed: remote\nindex-base: 1\n" + oneMessageEvents(body)
 	s = strings.Replace(s, "requester:\n", "requester:\n"+h.hostSection("requester", ""), 1)
 	s = strings.Replace(s, "responder:\n", "responder:\n"+h.hostSection("responder", ""), 1)
 	s = strings.Replace(s, "  nic: {type: cx5, ip-list: [10.0.0.2/24, 10.0.0.12/24]}",

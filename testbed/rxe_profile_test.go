@@ -1,10 +1,11 @@
 package testbed
 
 import (
-	"github.com/lumina-go/lumina/resultsdir"
-	"github.com/lumina-go/lumina/verdict"
 	"math"
 	"testing"
+
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verdict"
 
 	"github.com/lumina-go/lumina/scenario"
 )

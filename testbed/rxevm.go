@@ -23,6 +23,7 @@ import (
 
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/version"
 )
 
 // The rxe-vm testbed runs a scenario on Linux Soft-RoCE (rdma_rxe) inside a qemu guest: requester and responder
@@ -41,7 +42,7 @@ const (
 
 // RxeRawDir is the subdirectory of the results directory where the guest's own files are kept (logs, tool
 // output, counter snapshots, the switch's status), for the curious and for debugging.
-const RxeRawDir = "rxe-vm"
+const RxeRawDir = resultsdir.DirRxeRaw
 
 // rxeJob is what the guest runs, derived from the scenario.
 type rxeJob struct {
@@ -197,7 +198,22 @@ func script(ctx context.Context, progress io.Writer, path string, args ...string
 	return nil
 }
 
+// rxeUnsupported rejects the simulator-only scenario keys the rxe-vm testbed cannot honour, before anything
+// (the guest build included) runs.
+func rxeUnsupported(sc *scenario.Scenario) error {
+	if sc.Traffic.InitialPSN != nil {
+		return badInputf("%s: traffic.initial-psn: the rxe-vm testbed cannot choose initial PSNs (the kernel does); it is for the sim and netns testbeds", sc.Path)
+	}
+	if sc.Network.SwitchClockStartNs != 0 {
+		return badInputf("%s: network.switch-clock-start-ns: the rxe-vm testbed's switch runs on the guest's clock; it is for the sim and netns testbeds", sc.Path)
+	}
+	return nil
+}
+
 func runRxeVM(sc *scenario.Scenario, opts Options) (*rawResults, error) {
+	if err := rxeUnsupported(sc); err != nil {
+		return nil, err
+	}
 	dir, err := rxeScriptsDir()
 	if err != nil {
 		return nil, err
@@ -242,10 +258,16 @@ func runRxeVM(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	return collectRxeVM(sc, job, rawDir, opts.OutDir)
 }
 
+// writeEffective writes the effective scenario of a results directory, headed by a comment naming the build
+// of lumina that ran it (a comment, so that the file loads back unchanged).
 func writeEffective(path string, sc *scenario.Scenario) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("writing results: %w", err)
+	}
+	if _, err := fmt.Fprintf(f, "# written by %s\n", version.Get()); err != nil {
+		f.Close()
+		return fmt.Errorf("writing effective scenario: %w", err)
 	}
 	if err := sc.WriteEffective(f); err != nil {
 		f.Close()
@@ -330,10 +352,10 @@ func collectRxeVM(sc *scenario.Scenario, job rxeJob, raw, out string) (*rawResul
 			return nil, err
 		}
 	}
-	if err := writeJSON(out, resultsdir.FileConnections, conns); err != nil {
+	if err := writeList(out, resultsdir.FileConnections, conns); err != nil {
 		return nil, err
 	}
-	if err := writeJSON(out, resultsdir.FileTraffic, traffic); err != nil {
+	if err := writeList(out, resultsdir.FileTraffic, traffic); err != nil {
 		return nil, err
 	}
 	// The guest's switch does not record ITER per mirrored packet: the analyzers derive it from the trace.

@@ -23,7 +23,7 @@ import (
 // The traffic is perftest with the switch in learning mode (TestRxeVMVerbsWriteDrop runs our generator).
 func TestRxeVMWriteDrop(t *testing.T) {
 	t.Setenv(EnvRxeTool, "perftest")
-	rxeVMDrop(t, "../examples/rxe-vm-write-drop.yaml", "")
+	rxeVMDrop(t, "../examples/rxe-vm-write-drop.yaml", "perftest")
 }
 
 // TestRxeVMVerbsWriteDrop is the same drop with our verbs generator (lumina-verbs): the switch gets the
@@ -45,10 +45,10 @@ func TestRxeVMVerbsWriteDrop(t *testing.T) {
 	}
 	var conns []resultsdir.ConnRecord
 	var traffic []resultsdir.TrafficRecord
-	if err := readJSON(out, resultsdir.FileConnections, &conns); err != nil {
+	if err := resultsdir.ReadList(out, resultsdir.FileConnections, &conns); err != nil {
 		t.Fatal(err)
 	}
-	if err := readJSON(out, resultsdir.FileTraffic, &traffic); err != nil {
+	if err := resultsdir.ReadList(out, resultsdir.FileTraffic, &traffic); err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Conns) != 1 || len(conns) != 1 || len(traffic) != 1 {
@@ -82,15 +82,13 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// LUMINA_RXE_OUT holds one results directory per traffic tool (a run replaces a results directory whole,
+	// so they cannot nest).
 	out := os.Getenv("LUMINA_RXE_OUT")
 	if out == "" {
 		out = t.TempDir()
-	} else if outSuffix != "" {
-		out = filepath.Join(out, outSuffix)
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			t.Fatal(err)
-		}
 	}
+	out = filepath.Join(out, outSuffix)
 	o, err := runJudged(sc, Options{OutDir: out, Progress: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)

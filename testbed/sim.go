@@ -1,13 +1,13 @@
 package testbed
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
@@ -22,18 +22,59 @@ import (
 
 // Options are how a run is carried out; none of them changes the results.
 type Options struct {
-	// OutDir is the results directory; it is created (and emptied of a previous run's files).
+	// OutDir is the results directory. Run writes a staging directory beside it and moves it into place whole
+	// (resultsdir.Begin); the backends write into OutDir, which Run sets to the staging directory.
 	OutDir string
 	// Progress, if not nil, receives progress lines when a run takes longer than a moment.
 	Progress io.Writer
 	// Remote configures the remote testbed.
 	Remote RemoteOptions
+	// Staged, if not nil, is told the staging directory the run writes into before anything runs (so that
+	// an interrupted command can mark it: resultsdir.MarkInterrupted).
+	Staged func(dir string)
+	// Finish, if not nil, runs on the staging directory once the testbed has written everything, before the
+	// directory is moved into place: `lumina run` judges it there (verdict.Judge), so that analysis.json is
+	// part of the directory committed whole. An error from it aborts the run like the testbed's own.
+	Finish func(dir string) error
 }
 
 // Run runs the scenario on its testbed and writes the results directory: the effective scenario, the dumps,
 // the trace reconstructed from them, the counters and the traffic log (package resultsdir). Judging them is the
-// verdict stage's job. Errors wrapping ErrInput are the scenario's fault (exit status 2).
+// verdict stage's job (Options.Finish, or after Run). The directory is written whole or not at all
+// (resultsdir.Begin): a run that fails or is killed leaves the previous results in place and its partial
+// results in a staging directory marked INCOMPLETE. A run that started and could not finish is an
+// *InvalidRunError whose Dir is that staging directory. Errors wrapping ErrInput are the scenario's or the
+// environment's fault (exit status 2).
 func Run(sc *scenario.Scenario, opts Options) error {
+	if err := preflight(sc); err != nil {
+		return err
+	}
+	st, err := resultsdir.Begin(opts.OutDir, "lumina run of "+sc.Path)
+	if err != nil {
+		return err
+	}
+	announce(opts.Progress, sc, st.Final)
+	if opts.Staged != nil {
+		opts.Staged(st.Dir)
+	}
+	staged := opts
+	staged.OutDir = st.Dir
+	err = runStaged(sc, staged)
+	if err == nil && opts.Finish != nil {
+		err = opts.Finish(st.Dir)
+	}
+	if err != nil {
+		var inv *InvalidRunError
+		if errors.As(err, &inv) {
+			inv.Dir = st.Dir
+		}
+		return st.Abort(err)
+	}
+	return st.Commit()
+}
+
+// runStaged runs the scenario's testbed writing into opts.OutDir, the staging directory.
+func runStaged(sc *scenario.Scenario, opts Options) error {
 	if sc.Workload != nil {
 		return runWorkload(sc, opts) // a Collie-style workload on the NIC micro-architecture model (workload.go)
 	}
@@ -50,35 +91,11 @@ func Run(sc *scenario.Scenario, opts Options) error {
 	default:
 		return badInputf("%s: testbed %q is not available in this version; expected sim, netns, rxe-vm or remote", sc.Path, sc.Testbed)
 	}
-	if err := prepareDir(opts.OutDir); err != nil {
-		return err
-	}
 	raw, err := backend(sc, opts)
-	var inv *InvalidRunError
-	if errors.As(err, &inv) {
-		clearResults(opts.OutDir)
-		return err
-	}
 	if err != nil {
 		return err
 	}
 	return reconstruct(opts.OutDir, raw, sc.IndexBase)
-}
-
-func prepareDir(dir string) error {
-	if dir == "" {
-		return badInputf("no results directory given")
-	}
-	if err := os.MkdirAll(filepath.Join(dir, resultsdir.DirDump), 0o755); err != nil {
-		return fmt.Errorf("creating results directory: %w", err)
-	}
-	old, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
-	for _, f := range append(old, filepath.Join(dir, resultsdir.FileTrace), filepath.Join(dir, resultsdir.FileAnalysis)) {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("clearing previous results: %w", err)
-		}
-	}
-	return nil
 }
 
 // loadProfile resolves a scenario NIC type: a profile name, or a file path relative to the scenario.
@@ -158,6 +175,9 @@ func netsimConfig(sc *scenario.Scenario) (lab.Config, error) {
 		Dumpers:    max(sc.Network.Dumpers, 1),
 		RunLimitNs: sc.Network.RunTimeoutMs * 1_000_000,
 	}
+	if p := t.InitialPSN; p != nil {
+		cfg.ForceIPSN = func(int) (roce.PSN, bool) { return roce.PSN(*p), true }
+	}
 	return cfg, nil
 }
 
@@ -192,11 +212,18 @@ type rawResults struct {
 	annotate func(seq uint64) (conn, iter int, ok bool)
 }
 
+// dumpWrites is held while a dumper writes to its file.
+var dumpWrites sync.Mutex
+
+// Quiesce waits until no dump write is in progress and keeps new ones from starting: a command about to exit
+// on a signal calls it first, so that the dumps it leaves end at packet boundaries (a SIGKILL can still cut a
+// write short; readers take a capture up to its last whole packet).
+func Quiesce() { dumpWrites.Lock() }
+
 // dumper writes one dumper's mirrored frames as a nanosecond pcap, undoing the RSS port rewrite as Lumina's
 // dumper does before it writes.
 type dumper struct {
 	w    *trace.PcapWriter
-	bw   *bufio.Writer
 	buf  []byte
 	port uint16
 	err  error
@@ -228,6 +255,7 @@ func switchSetup(sc *scenario.Scenario, cfg *lab.Config) (*recorder, *error, err
 			RewritePort:   uint16(sc.RewriteUDPDstPort),
 			Seed:          sc.Seed,
 			Ports:         2,
+			ClockStartNs:  uint64(sc.Network.SwitchClockStartNs),
 		})
 		if err != nil {
 			*injectErr = err
@@ -287,12 +315,12 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			return nil, fmt.Errorf("creating dump file: %w", err)
 		}
 		defer f.Close()
-		bw := bufio.NewWriterSize(f, 1<<20)
-		w, err := trace.NewPcapWriter(bw, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
+		// The writer's own buffer goes straight to the file, flushed only between records (below).
+		w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
 		if err != nil {
 			return nil, err
 		}
-		dumps[i] = &dumper{w: w, bw: bw, port: uint16(sc.RewriteUDPDstPort)}
+		dumps[i] = &dumper{w: w, port: uint16(sc.RewriteUDPDstPort)}
 	}
 	cfg.Dump = func(d int, ts int64, frame []byte) {
 		dp := dumps[d]
@@ -304,6 +332,16 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			roce.UndoRSS(dp.buf, dp.port)
 		}
 		n := min(len(dp.buf), snap)
+		if dp.w.Available() < 16+n {
+			// Write whole records only, and never while the process stops on a signal (Quiesce): an
+			// interrupted run leaves dumps cut at packet boundaries.
+			dumpWrites.Lock()
+			dp.err = dp.w.Flush()
+			dumpWrites.Unlock()
+			if dp.err != nil {
+				return
+			}
+		}
 		dp.err = dp.w.WritePacket(ts, dp.buf[:n], len(dp.buf))
 	}
 	progress(opts.Progress, &cfg)
@@ -321,10 +359,9 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	}
 	for i, dp := range dumps {
 		if dp.err == nil {
+			dumpWrites.Lock()
 			dp.err = dp.w.Close()
-		}
-		if dp.err == nil {
-			dp.err = dp.bw.Flush()
+			dumpWrites.Unlock()
 		}
 		if dp.err != nil {
 			return nil, fmt.Errorf("writing dumper %d: %w", i, dp.err)
@@ -367,15 +404,7 @@ func writeRunFiles(dir string, sc *scenario.Scenario, res *lab.Result, rec *reco
 // writeRunFilesWith writes the effective scenario, connections, traffic, counters and switch files from a
 // run's result and the injector's counters and table.
 func writeRunFilesWith(dir string, sc *scenario.Scenario, res *lab.Result, injCounters *inject.Counters, injEntries []inject.Entry) error {
-	f, err := os.Create(filepath.Join(dir, resultsdir.FileScenario))
-	if err != nil {
-		return fmt.Errorf("writing results: %w", err)
-	}
-	if err := sc.WriteEffective(f); err != nil {
-		f.Close()
-		return fmt.Errorf("writing effective scenario: %w", err)
-	}
-	if err := f.Close(); err != nil {
+	if err := writeEffective(filepath.Join(dir, resultsdir.FileScenario), sc); err != nil {
 		return err
 	}
 	conns := make([]resultsdir.ConnRecord, len(res.Conns))
@@ -384,7 +413,7 @@ func writeRunFilesWith(dir string, sc *scenario.Scenario, res *lab.Result, injCo
 			RequesterQPN: c.ReqQPN, ResponderQPN: c.RespQPN, RequesterIPSN: uint32(c.ReqIPSN),
 			ResponderIPSN: uint32(c.RespIPSN), PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: sc.Traffic.MTU}
 	}
-	if err := writeJSON(dir, resultsdir.FileConnections, conns); err != nil {
+	if err := writeList(dir, resultsdir.FileConnections, conns); err != nil {
 		return err
 	}
 	traffic := make([]resultsdir.TrafficRecord, len(res.PerConn))
@@ -397,7 +426,7 @@ func writeRunFilesWith(dir string, sc *scenario.Scenario, res *lab.Result, injCo
 		}
 		traffic[i] = tr
 	}
-	if err := writeJSON(dir, resultsdir.FileTraffic, traffic); err != nil {
+	if err := writeList(dir, resultsdir.FileTraffic, traffic); err != nil {
 		return err
 	}
 	cf := resultsdir.CountersFile{

@@ -16,3 +16,6 @@ func badInput(err error) error                { return resultsdir.BadInput(err) 
 func badInputf(f string, a ...any) error      { return resultsdir.BadInputf(f, a...) }
 func writeJSON(dir, name string, v any) error { return resultsdir.WriteJSON(dir, name, v) }
 func readJSON(dir, name string, v any) error  { return resultsdir.ReadJSON(dir, name, v) }
+
+// writeList writes a per-QP list document (traffic.json, connections.json) with schema_version.
+func writeList[T any](dir, name string, list []T) error { return resultsdir.WriteList(dir, name, list) }

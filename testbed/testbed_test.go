@@ -44,16 +44,23 @@ traffic:
     - {qpn: 2, psn: 5, type: drop, iter: 2}
 `
 
-// runJudged runs sc and judges its results directory, as `lumina run` does.
+// runJudged runs sc and judges its results directory, as `lumina run` does: in the staging directory before
+// it is moved into place, and a run that could not finish in the staging directory it leaves.
 func runJudged(sc *scenario.Scenario, opts Options) (*verdict.Outcome, error) {
+	var o *verdict.Outcome
+	opts.Finish = func(dir string) (err error) {
+		o, err = verdict.Judge(dir, sc)
+		return err
+	}
 	if err := Run(sc, opts); err != nil {
 		var inv *InvalidRunError
 		if errors.As(err, &inv) {
-			return verdict.RecordInvalid(opts.OutDir, sc, inv.Reason)
+			return verdict.RecordInvalid(inv.Dir, sc, inv.Reason)
 		}
 		return nil, err
 	}
-	return verdict.Judge(opts.OutDir, sc)
+	o.Dir = opts.OutDir
+	return o, nil
 }
 
 func run(t *testing.T, sc *scenario.Scenario, dir string) *verdict.Outcome {

@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/lumina-go/lumina/inject"
@@ -21,9 +20,6 @@ const (
 // runWorkload runs a scenario's workload section on the NIC micro-architecture model: no trace, but the
 // effective scenario, counters.json (window totals) and workload.json, which the verdict stage judges.
 func runWorkload(sc *scenario.Scenario, opts Options) error {
-	if err := prepareDir(opts.OutDir); err != nil {
-		return err
-	}
 	var cfg micro.WorkloadConfig
 	for i, h := range []struct {
 		name string
@@ -49,16 +45,8 @@ func runWorkload(sc *scenario.Scenario, opts Options) error {
 	}
 	wa := workloadAnalysis(sc, r)
 
-	f, err := os.Create(filepath.Join(opts.OutDir, resultsdir.FileScenario))
-	if err != nil {
-		return fmt.Errorf("writing results: %w", err)
-	}
-	if err := sc.WriteEffective(f); err != nil {
-		f.Close()
-		return fmt.Errorf("writing effective scenario: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing results: %w", err)
+	if err := writeEffective(filepath.Join(opts.OutDir, resultsdir.FileScenario), sc); err != nil {
+		return err
 	}
 	cf := resultsdir.CountersFile{
 		Requester: resultsdir.HostCounters{NIC: sc.Requester.NIC.Type, Vendor: vendorOf(sc, sc.Requester), Start: map[string]uint64{},
@@ -70,12 +58,15 @@ func runWorkload(sc *scenario.Scenario, opts Options) error {
 	for _, x := range []struct {
 		name string
 		v    any
-	}{{resultsdir.FileCounters, cf}, {resultsdir.FileTraffic, []resultsdir.TrafficRecord{}}, {resultsdir.FileConnections, []resultsdir.ConnRecord{}}, {resultsdir.FileWorkload, wa}} {
+	}{{resultsdir.FileCounters, cf}, {resultsdir.FileWorkload, wa}} {
 		if err := writeJSON(opts.OutDir, x.name, x.v); err != nil {
 			return err
 		}
 	}
-	return nil
+	if err := writeList(opts.OutDir, resultsdir.FileTraffic, []resultsdir.TrafficRecord{}); err != nil {
+		return err
+	}
+	return writeList(opts.OutDir, resultsdir.FileConnections, []resultsdir.ConnRecord{})
 }
 
 // workloadAnalysis derives the monitor's view from the model's window counters.

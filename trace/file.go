@@ -148,6 +148,7 @@ type File struct {
 
 	pkt   Packet
 	index int
+	cut   *Truncation
 }
 
 // Open opens a capture file, detecting pcap or pcapng from its magic number.
@@ -247,7 +248,9 @@ func (f *File) LinkType(iface int) (uint32, bool) {
 
 // Next returns the next packet, io.EOF at the end of the capture, or an error
 // naming the byte offset of a malformed record. Packets before a malformed
-// record are all delivered; after an error Next keeps returning it.
+// record are all delivered; after an error Next keeps returning it. A capture
+// that ends inside its last record ends with io.EOF after the last whole
+// packet, and Truncated says so.
 func (f *File) Next() (*Packet, error) {
 	if f.err != nil {
 		return nil, f.err
@@ -260,6 +263,10 @@ func (f *File) Next() (*Packet, error) {
 		p, err = f.nextPcapng()
 	}
 	if err != nil {
+		if fe, ok := err.(*FormatError); ok && fe.cut {
+			f.cut = &Truncation{Offset: fe.Offset, Packets: f.index, Detail: fe.Msg}
+			err = io.EOF
+		}
 		f.err = err
 		return nil, err
 	}
@@ -282,8 +289,25 @@ func (f *File) shortErr(err error, off int64, what string, want, got int) error 
 	if err != errShort {
 		return f.ioErr(err)
 	}
-	return f.formatErr(off, "truncated %s: need %d bytes, file ends after %d", what, want, got)
+	return &FormatError{File: f.name, Offset: off, cut: true,
+		Msg: fmt.Sprintf("truncated %s: need %d bytes, file ends after %d", what, want, got)}
 }
+
+// Truncation says where a capture ends inside a record: the packets before it were all delivered, the cut
+// one is not.
+type Truncation struct {
+	// Offset is the byte offset of the cut record.
+	Offset int64 `json:"offset"`
+	// Packets is how many whole packets came before it.
+	Packets int `json:"packets"`
+	// Detail says what was cut, e.g. "truncated packet 41: need 1090 bytes, file ends after 200".
+	Detail string `json:"detail"`
+}
+
+// Truncated returns where the capture is cut short (a capture tool killed mid-write leaves its last record
+// incomplete), or nil. Next ends such a capture with io.EOF after its last whole packet, as tshark reads it
+// ("cut short in the middle of a packet"); callers report the cut so that the shortfall is never silent.
+func (f *File) Truncated() *Truncation { return f.cut }
 
 func (f *File) u16(b []byte) uint16 {
 	if f.be {

@@ -25,6 +25,8 @@ type CheckResult struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
+	// Skipped marks a condition that could not be checked (what it needs was not given); OK is false then.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // Integrity is the verdict on a reconstructed trace: OK only if every check is.

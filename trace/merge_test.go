@@ -186,7 +186,15 @@ func TestMergeErrors(t *testing.T) {
 	}
 	// An input's format error surfaces with the input number and the file's offset.
 	bad := newPcapBuilder(false, false, 0, 1).record(0, 0, []byte{1}, 1).buf.Bytes()
-	f, _ := NewReader(bytes.NewReader(bad[:len(bad)-1]), "dump1.pcap")
+	bad[24+8] = 0xff // captured length 255 in a 1-byte record... followed by 254 bytes it does not have
+	bad = append(bad, make([]byte, 300)...)
+	bad[24+9] = 0x10 // ...make it 4351: the file ends inside it: not an error but the end
+	f, _ := NewReader(bytes.NewReader(bad), "dump1.pcap")
+	if _, err := Merge(f).Next(); err != io.EOF || f.Truncated() == nil {
+		t.Fatalf("cut input through merge: %v, truncation %+v", err, f.Truncated())
+	}
+	bad[24+9], bad[24+10] = 0, 0x10 // captured length 1 MiB: above the maximum, a format error
+	f, _ = NewReader(bytes.NewReader(bad), "dump1.pcap")
 	_, err = Merge(f).Next()
 	var fe *FormatError
 	if !errors.As(err, &fe) || fe.Offset != 24 || !strings.HasPrefix(err.Error(), "merging input 0: dump1.pcap: byte offset 24") {

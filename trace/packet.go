@@ -84,6 +84,7 @@ type FormatError struct {
 	File   string
 	Offset int64
 	Msg    string
+	cut    bool // the file ends inside the record: what a killed capture tool leaves
 }
 
 func (e *FormatError) Error() string {

@@ -332,21 +332,36 @@ func TestBadPcapRecords(t *testing.T) {
 	good := newPcapBuilder(false, true, 0, 1).record(1, 2, make([]byte, 100), 100).record(3, 4, make([]byte, 50), 60).buf.Bytes()
 	second := int64(24 + 16 + 100)
 
-	// Cut inside the second record's data: the first packet is still delivered.
+	// Cut inside the second record's data (a killed tcpdump): the first packet is delivered, then the end,
+	// and Truncated says where and what was cut.
 	f, _ := NewReader(bytes.NewReader(good[:len(good)-10]), "cut.pcap")
-	pkts, err := readAll(t, f)
-	if len(pkts) != 1 {
-		t.Errorf("%d packets before the cut, want 1", len(pkts))
+	if f.Truncated() != nil {
+		t.Fatal("truncation reported before the cut was read")
 	}
-	errAt(t, err, second, "truncated packet 1: need 66 bytes, file ends after 56")
-	if _, again := f.Next(); again != err {
-		t.Errorf("error not sticky: %v", again)
+	pkts, err := readAll(t, f)
+	if len(pkts) != 1 || err != nil {
+		t.Errorf("%d packets before the cut (%v), want 1 and the end", len(pkts), err)
+	}
+	want := Truncation{Offset: second, Packets: 1, Detail: "truncated packet 1: need 66 bytes, file ends after 56"}
+	if c := f.Truncated(); c == nil || *c != want {
+		t.Errorf("truncation %+v, want %+v", c, want)
+	}
+	if _, again := f.Next(); again != io.EOF {
+		t.Errorf("end not sticky: %v", again)
 	}
 
 	// Cut inside the second record header.
 	f, _ = NewReader(bytes.NewReader(good[:second+5]), "cut.pcap")
-	_, err = readAll(t, f)
-	errAt(t, err, second, "truncated pcap record header: need 16 bytes, file ends after 5")
+	pkts, err = readAll(t, f)
+	want = Truncation{Offset: second, Packets: 1, Detail: "truncated pcap record header: need 16 bytes, file ends after 5"}
+	if c := f.Truncated(); err != nil || len(pkts) != 1 || c == nil || *c != want {
+		t.Errorf("cut header: %d packets, %v, truncation %+v", len(pkts), err, c)
+	}
+	// A whole file is not truncated.
+	f, _ = NewReader(bytes.NewReader(good), "whole.pcap")
+	if pkts, err := readAll(t, f); err != nil || len(pkts) != 2 || f.Truncated() != nil {
+		t.Errorf("whole file: %d packets, %v, truncation %+v", len(pkts), err, f.Truncated())
+	}
 
 	// Absurd captured length: an error, and no 4 GiB allocation.
 	bad := append([]byte(nil), good...)
@@ -383,22 +398,23 @@ func TestBadPcapngBlocks(t *testing.T) {
 		data []byte
 		off  int64
 		msg  string
+		cut  bool // the file ends inside the block: the end of the capture, reported by Truncated
 	}{
-		{"not multiple of 4", setLen(one, hdrLen, 34), hdrLen + 4, "block length 34 is not a multiple of 4"},
-		{"too small", setLen(one, hdrLen, 8), hdrLen + 4, "block length 8 is too small (minimum 32"},
-		{"absurd", setLen(one, hdrLen, 0x7ffffff0), hdrLen + 4, "block length 2147483632 exceeds the maximum 16777216"},
-		{"truncated block", one[:len(one)-6], hdrLen, "truncated block of type 0x00000006: need 36 bytes, file ends after 30"},
-		{"trailer mismatch", append(append([]byte(nil), one[:len(one)-4]...), 40, 0, 0, 0), hdrLen + 32, "block trailing length 40 does not match leading length 36"},
-		{"bad interface", (&ngBuilder{}).shb(false).idb(1, 0).epb(3, 0, []byte{1}, 1).buf.Bytes(), hdrLen + 8, "interface ID 3 but the section declares 1 interfaces"},
+		{"not multiple of 4", setLen(one, hdrLen, 34), hdrLen + 4, "block length 34 is not a multiple of 4", false},
+		{"too small", setLen(one, hdrLen, 8), hdrLen + 4, "block length 8 is too small (minimum 32", false},
+		{"absurd", setLen(one, hdrLen, 0x7ffffff0), hdrLen + 4, "block length 2147483632 exceeds the maximum 16777216", false},
+		{"truncated block", one[:len(one)-6], hdrLen, "truncated block of type 0x00000006: need 36 bytes, file ends after 30", true},
+		{"trailer mismatch", append(append([]byte(nil), one[:len(one)-4]...), 40, 0, 0, 0), hdrLen + 32, "block trailing length 40 does not match leading length 36", false},
+		{"bad interface", (&ngBuilder{}).shb(false).idb(1, 0).epb(3, 0, []byte{1}, 1).buf.Bytes(), hdrLen + 8, "interface ID 3 but the section declares 1 interfaces", false},
 		{"caplen overruns", func() []byte {
 			b := append([]byte(nil), one...)
 			b[hdrLen+20] = 200 // caplen 200 in a 36-byte block
 			return b
-		}(), hdrLen + 20, "captured length 200 overruns the block (4 bytes of data room)"},
-		{"SPB before IDB", (&ngBuilder{}).shb(false).spb(4, []byte{1, 2, 3, 4}).buf.Bytes(), 28, "simple packet block before any interface"},
-		{"bad option", (&ngBuilder{}).shb(false).block(blockIDB, []byte{1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 200, 0}).buf.Bytes(), 28 + 16, "option 9: length 200 overruns its block"},
-		{"unknown block cut", base().block(0x77, make([]byte, 40)).buf.Bytes()[:hdrLen+30], hdrLen, "truncated block of type 0x00000077: need 52 bytes, file ends after 30"},
-		{"partial block header", append(append([]byte(nil), one...), 6, 0, 0), int64(len(one)), "truncated block header: need 12 bytes, file ends after 3"},
+		}(), hdrLen + 20, "captured length 200 overruns the block (4 bytes of data room)", false},
+		{"SPB before IDB", (&ngBuilder{}).shb(false).spb(4, []byte{1, 2, 3, 4}).buf.Bytes(), 28, "simple packet block before any interface", false},
+		{"bad option", (&ngBuilder{}).shb(false).block(blockIDB, []byte{1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 200, 0}).buf.Bytes(), 28 + 16, "option 9: length 200 overruns its block", false},
+		{"unknown block cut", base().block(0x77, make([]byte, 40)).buf.Bytes()[:hdrLen+30], hdrLen, "truncated block of type 0x00000077: need 52 bytes, file ends after 30", true},
+		{"partial block header", append(append([]byte(nil), one...), 6, 0, 0), int64(len(one)), "truncated block header: need 12 bytes, file ends after 3", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := NewReader(bytes.NewReader(tc.data), "bad.pcapng")
@@ -406,7 +422,14 @@ func TestBadPcapngBlocks(t *testing.T) {
 				errAt(t, err, tc.off, tc.msg)
 				return
 			}
-			_, err = readAll(t, f)
+			pkts, err := readAll(t, f)
+			if tc.cut {
+				c := f.Truncated()
+				if err != nil || c == nil || c.Offset != tc.off || c.Detail != tc.msg || c.Packets != len(pkts) {
+					t.Fatalf("err %v, truncation %+v after %d packets; want the end and a cut at %d: %s", err, c, len(pkts), tc.off, tc.msg)
+				}
+				return
+			}
 			errAt(t, err, tc.off, tc.msg)
 		})
 	}

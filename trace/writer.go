@@ -89,6 +89,11 @@ func (pw *PcapWriter) WritePacket(ts int64, data []byte, origLen int) error {
 	return nil
 }
 
+// Available is how many bytes the writer buffers before it writes to the underlying writer: a caller that
+// calls Flush when a record (16 bytes of header plus its data) would not fit makes every write to the
+// underlying writer end at a record boundary.
+func (pw *PcapWriter) Available() int { return pw.w.Available() }
+
 // Flush writes buffered data to the underlying writer.
 func (pw *PcapWriter) Flush() error {
 	if err := pw.w.Flush(); err != nil {

@@ -10,14 +10,17 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/version"
 )
 
 // Verdicts of a test.
@@ -29,6 +32,8 @@ const (
 
 // Document is analysis.json: the integrity verdict, every analyzer's result and the scenario's expectations.
 type Document struct {
+	// Version is the build of lumina that wrote the document.
+	Version   version.Info    `json:"version"`
 	Scenario  string          `json:"scenario"`
 	Testbed   string          `json:"testbed"`
 	Seed      uint64          `json:"seed"`
@@ -70,7 +75,7 @@ func (o *Outcome) ExitCode() int {
 // the reason as a failed "run-completed" integrity condition, and the scenario's expectations are evaluated on
 // that (so none that needs a result passes).
 func RecordInvalid(dir string, sc *scenario.Scenario, reason string) (*Outcome, error) {
-	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase,
+	doc := &Document{Version: version.Get(), Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase,
 		Integrity: trace.Integrity{OK: false, Checks: []trace.CheckResult{{Name: "run-completed", OK: false, Detail: reason}}},
 		Analysis:  &analyze.Analysis{}, Verdict: Invalid}
 	if err := evaluate(sc, doc); err != nil {
@@ -83,8 +88,12 @@ func RecordInvalid(dir string, sc *scenario.Scenario, reason string) (*Outcome, 
 }
 
 // Reanalyze re-runs the integrity check, the analyzers and the expectations on a results directory, with the
-// effective scenario it holds.
+// effective scenario it holds. A directory a run left incomplete (its INCOMPLETE marker) is refused with an
+// error wrapping resultsdir.ErrIncomplete (exit status 3).
 func Reanalyze(dir string) (*Outcome, error) {
+	if err := resultsdir.CheckComplete(dir); err != nil {
+		return nil, err
+	}
 	sc, err := scenario.Load(filepath.Join(dir, resultsdir.FileScenario))
 	if err != nil {
 		return nil, badInputf("%s is not a results directory: %w", dir, err)
@@ -110,11 +119,11 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 		return nil, badInputf("%s: %w", dir, err)
 	}
 	out.Counters = &cf
-	if err := readJSON(dir, resultsdir.FileTraffic, &out.Traffic); err != nil {
+	if err := resultsdir.ReadList(dir, resultsdir.FileTraffic, &out.Traffic); err != nil {
 		return nil, badInputf("%s: %w", dir, err)
 	}
 	var conns []resultsdir.ConnRecord
-	if err := readJSON(dir, resultsdir.FileConnections, &conns); err != nil {
+	if err := resultsdir.ReadList(dir, resultsdir.FileConnections, &conns); err != nil {
 		return nil, badInputf("%s: %w", dir, err)
 	}
 	var sw struct {
@@ -124,7 +133,7 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 		out.Entries = sw.Entries
 	}
 
-	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase}
+	doc := &Document{Version: version.Get(), Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase}
 	out.Doc = doc
 	integ, err := checkTrace(dir, cf)
 	if err != nil {
@@ -315,7 +324,10 @@ func nicInfo(h scenario.Host, p *rnic.Profile) analyze.NICInfo {
 		CNPIntervalNs: p.CNPInterval(configured), NAKTriggersCNP: p.CNP.NAKTriggersCNP, NPEnabled: np, RPEnabled: rp}
 }
 
-// checkTrace runs the integrity check over trace.pcapng.
+// checkTrace runs the integrity check over trace.pcapng. Beside the four conditions it reports a trace cut
+// short in the middle of a packet, a dump cut so (the trace reconstructed from it stops at its last whole
+// packet, so the dumps are scanned when the packet count is short or could not be compared) and the live
+// dumpers' own drop reports (DUMP.stats.json).
 func checkTrace(dir string, cf resultsdir.CountersFile) (trace.Integrity, error) {
 	f, err := trace.Open(filepath.Join(dir, resultsdir.FileTrace))
 	if err != nil {
@@ -337,7 +349,70 @@ func checkTrace(dir string, cf resultsdir.CountersFile) (trace.Integrity, error)
 		}
 		ic.Add(p.Index, mir)
 	}
-	return ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE), nil
+	integ := ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE)
+	noteTruncation(&integ, f)
+	dumps, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
+	sort.Strings(dumps)
+	if countShort(integ) {
+		for _, p := range dumps {
+			if cut := dumpCut(p); cut != nil {
+				noteTruncation(&integ, cut)
+			}
+		}
+	}
+	if d := summary.DumperDrops(dumps); d != nil { // the live dumpers' own reports (netns, rxe-vm, remote)
+		integ.Checks = append(integ.Checks, *d)
+		integ.OK = integ.OK && d.OK
+	}
+	return integ, nil
+}
+
+// countShort tells whether the packet-count condition failed or could not be checked.
+func countShort(integ trace.Integrity) bool {
+	for _, c := range integ.Checks {
+		if c.Name == trace.CheckCountEqualsMirrored {
+			return !c.OK || c.Skipped
+		}
+	}
+	return true
+}
+
+// dumpCut reads a dump to its end and returns it when it is cut short in the middle of a packet (nil when it is
+// whole or unreadable: the trace reconstructed from it already stands for it).
+func dumpCut(path string) *trace.File {
+	f, err := trace.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	for {
+		if _, err := f.Next(); err != nil {
+			break
+		}
+	}
+	if f.Truncated() == nil {
+		return nil
+	}
+	return f
+}
+
+// noteTruncation fails the packet-count condition when a file of the trace is cut short in the middle of a
+// packet: packets were lost whatever the counters say (they may be unknown), and the detail says where.
+func noteTruncation(integ *trace.Integrity, files ...*trace.File) {
+	for _, f := range files {
+		c := f.Truncated()
+		if c == nil {
+			continue
+		}
+		for i := range integ.Checks {
+			if integ.Checks[i].Name == trace.CheckCountEqualsMirrored {
+				integ.Checks[i].OK = false
+				integ.Checks[i].Detail += fmt.Sprintf("; %s is cut short in the middle of a packet at byte offset %d after %d whole packets",
+					f.Name(), c.Offset, c.Packets)
+			}
+		}
+		integ.OK = false
+	}
 }
 
 var (

@@ -7,6 +7,7 @@ import (
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/version"
 )
 
 // workloadOutcome judges a workload run (Collie's monitor as the "workload" check), evaluates the scenario's
@@ -24,7 +25,7 @@ func workloadOutcome(sc *scenario.Scenario, dir string, wa *resultsdir.WorkloadA
 			wa.GoodputGbps, wa.GoodputMpps, wa.LimitGbps, wa.LimitMpps)})
 	}
 	check.ViolationCount = len(check.Violations)
-	doc := &Document{Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase,
+	doc := &Document{Version: version.Get(), Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase,
 		Integrity: trace.Integrity{OK: true, Checks: []trace.CheckResult{}},
 		Analysis:  &analyze.Analysis{Checks: []analyze.Check{check}, Metadata: "none"}, Workload: wa}
 	if err := judge(sc, doc); err != nil {

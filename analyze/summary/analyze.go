@@ -56,6 +56,9 @@ type Options struct {
 	SkipICRC bool
 	// TopFlows is how many flows WriteText lists; 0 means 20, negative means all.
 	TopFlows int
+	// Counters are the switch's counters for the integrity check of Lumina dumps; nil: unknown (the count
+	// conditions are skipped).
+	Counters *SwitchCounts
 }
 
 // mirrorSample is how many leading packets of a file IsMirrorTagged looks at.
@@ -122,6 +125,10 @@ type Source struct {
 	src     trace.Reader
 	merger  *trace.Merger
 	readErr error
+	// integrity checks Lumina dumps merged by mirror sequence number (nil otherwise).
+	integrity *trace.IntegrityChecker
+	counts    SwitchCounts
+	merged    int
 }
 
 // Open opens the captures at paths and merges them as Analyze does. Read the packets with Next until it
@@ -144,7 +151,25 @@ func Open(paths []string, opts Options) (*Source, error) {
 			}
 		}
 	}
-	s := &Source{paths: paths, order: order}
+	if opts.Order == OrderMirror {
+		for _, p := range paths {
+			tagged, err := IsMirrorTagged(p)
+			if err != nil {
+				return nil, fmt.Errorf("analyzing: %w", err)
+			}
+			if !tagged {
+				return nil, fmt.Errorf("analyzing: --order mirror-seq: %s is not a Lumina dump (its first packets carry no "+
+					"mirror metadata: event code in the IPv4 TTL, increasing sequence numbers in the source MAC); use --order time", p)
+			}
+		}
+	}
+	s := &Source{paths: paths, order: order, counts: UnknownCounts}
+	if opts.Counters != nil {
+		s.counts = *opts.Counters
+	}
+	if order == OrderMirror {
+		s.integrity = trace.NewIntegrityChecker(trace.IntegrityOptions{})
+	}
 	for _, p := range paths {
 		osf, err := os.Open(p)
 		if err != nil {
@@ -198,6 +223,11 @@ func (s *Source) Next() (*trace.Packet, error) {
 	}
 	s.perFile[in]++
 	s.stats.Add(p)
+	if s.integrity != nil {
+		m, _ := roce.DecodeMirror(p.Data) // a packet without metadata shows as seq 0, out of the sequence space
+		s.integrity.Add(s.merged, m)
+	}
+	s.merged++
 	return p, nil
 }
 
@@ -216,6 +246,13 @@ func (s *Source) Report() (*Report, error) {
 	r.Files = make([]FileInfo, len(s.files))
 	for i, f := range s.files {
 		r.Files[i] = FileInfo{Path: f.Name(), Format: f.Format().String(), Packets: s.perFile[i]}
+
+		if c := f.Truncated(); c != nil {
+			r.Files[i].Truncated = c
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s is cut short in the middle of a packet (byte offset %d: %s), as a capture "+
+				"tool stopped mid-write leaves it: analyzed its %d whole packets; whatever followed is not in the capture",
+				f.Name(), c.Offset, c.Detail, c.Packets))
+		}
 	}
 	if s.merger != nil {
 		if v, n := s.merger.Violations(); n > 0 {
@@ -224,6 +261,17 @@ func (s *Source) Report() (*Report, error) {
 				msg += fmt.Sprintf("; first: %s packet %d: %s", s.paths[v[0].Input], v[0].Index, v[0].Msg)
 			}
 			r.Warnings = append(r.Warnings, msg)
+		}
+	}
+	if s.integrity != nil {
+		r.Integrity = finishIntegrity(s.integrity, s.counts, s.paths, int64(s.merged))
+		for _, f := range s.files {
+			if c := f.Truncated(); c != nil { // a cut dump lost packets whatever the counters say
+				r.Integrity.OK = false
+				r.Integrity.Checks = append(r.Integrity.Checks, trace.CheckResult{Name: CheckDumpsWhole,
+					Detail: fmt.Sprintf("%s is cut short in the middle of a packet at byte offset %d after %d whole packets",
+						f.Name(), c.Offset, c.Packets)})
+			}
 		}
 	}
 	return r, s.readErr

@@ -70,6 +70,9 @@ type Report struct {
 	Health []Health       `json:"health"`
 	// Warnings say what the summary could not do (no Ethernet, no RoCE, truncated capture...).
 	Warnings []string `json:"warnings"`
+	// Integrity is the integrity check of Lumina dumps (merged by mirror sequence number); absent for other
+	// captures.
+	Integrity *Integrity `json:"integrity,omitempty"`
 
 	topFlows int // Options.TopFlows, for WriteText
 }
@@ -79,6 +82,9 @@ type FileInfo struct {
 	Path    string `json:"path"`
 	Format  string `json:"format"`
 	Packets int64  `json:"packets"`
+	// Truncated, when set, says the file ends in the middle of a record (a capture tool stopped mid-write):
+	// its whole packets were analyzed, the cut one was not.
+	Truncated *trace.Truncation `json:"truncated,omitempty"`
 }
 
 // LinkTypeCount counts packets of one link type.
@@ -423,8 +429,8 @@ func (s *Stats) health() []Health {
 			v, level = VerdictWarn, "occasional"
 		}
 		h = append(h, Health{Name: "pfc", Verdict: v, Value: float64(pauses), Detail: fmt.Sprintf(
-			"pause frames: %d (%s; %d PFC, %d 802.3x; near 0 good, up to 0.1%% of frames occasional, more frequent)",
-			pauses, level, s.pfcFrames, s.pauseFrames)})
+			"pause frames %s: %s (%d of %d frames: %d PFC, %d 802.3x; good: none, occasional: up to 0.1%%, frequent: above 0.1%%)",
+			pct(rate), level, pauses, s.packets, s.pfcFrames, s.pauseFrames)})
 	}
 	if s.roce > 0 && !s.opts.SkipICRC {
 		checked := s.icrc[roce.ICRCGood] + s.icrc[roce.ICRCBad]

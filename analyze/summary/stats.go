@@ -50,6 +50,7 @@ type Stats struct {
 
 	packets, bytes, capBytes int64
 	minNs, maxNs             int64
+	clock                    trace.Unwrap48 // mirror-tagged captures stamped with the 48-bit switch clock
 	haveTs                   bool
 	ethernet                 int64            // Ethernet frames (kept out of the map: the hot path)
 	linkTypes                map[uint32]int64 // other link types
@@ -167,6 +168,12 @@ func (s *Stats) countFrame(lt uint32, ts int64, capLen, origLen int) {
 // AddFrame accounts one Ethernet frame: data is the captured bytes, origLen the length on the wire, ts the
 // capture time in nanoseconds (0 if unknown).
 func (s *Stats) AddFrame(data []byte, origLen int, ts int64) {
+	if s.mirror && ts > 0 && ts < 1<<48 {
+		// A Lumina dumper stamps each packet with the switch's 48-bit nanosecond clock, which wraps every
+		// 78 hours (an epoch time is far above 2^48 ns): one timeline across the wrap, so that the duration
+		// and the rates stay right.
+		ts = s.clock.Extend(uint64(ts))
+	}
 	s.countFrame(trace.LinkTypeEthernet, ts, len(data), origLen)
 	if s.mirror {
 		s.addMirror(data)

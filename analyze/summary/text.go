@@ -32,7 +32,11 @@ func (r *Report) WriteText(w io.Writer) error {
 func (r *Report) writeHeader(w *bufio.Writer) {
 	var kv [][2]string
 	for _, f := range r.Files {
-		kv = append(kv, [2]string{"file", fmt.Sprintf("%s (%s, %d packets)", f.Path, f.Format, f.Packets)})
+		line := fmt.Sprintf("%s (%s, %d packets)", f.Path, f.Format, f.Packets)
+		if f.Truncated != nil {
+			line += fmt.Sprintf(" CUT SHORT at byte offset %d: the last packet is incomplete and not analyzed", f.Truncated.Offset)
+		}
+		kv = append(kv, [2]string{"file", line})
 	}
 	if len(r.Files) > 1 {
 		kv = append(kv, [2]string{"merged", "by " + r.Order})

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,20 @@ import (
 
 	"github.com/lumina-go/lumina/live"
 )
+
+// checkOutputFile makes sure a file can be written at path (and its .stats.json beside it): not a directory,
+// in a directory that exists and takes new files.
+func checkOutputFile(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory; expected a file name", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".lumina-write-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write in %s: %w", filepath.Dir(path), err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
 
 func newDumpCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
@@ -33,6 +48,9 @@ tell a lossy dump from a complete one.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if iface == "" || out == "" {
 				return badInput("--iface and --out are required")
+			}
+			if err := checkOutputFile(out); err != nil {
+				return badInput("--out: %v", err) // before capturing, not when the capture is lost
 			}
 			mode := unix.PACKET_FANOUT_HASH
 			switch fanout {
@@ -64,9 +82,7 @@ tell a lossy dump from a complete one.`,
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
+			return writeIndentedJSON(stdout, st)
 		},
 	}
 	f := cmd.Flags()

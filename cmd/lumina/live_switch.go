@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -174,9 +173,7 @@ which it also refreshes every second).`,
 			fmt.Fprintf(stderr, "lumina switch: forwarding %s <-> %s (%s data plane), mirroring to [%s]; SIGINT or SIGTERM stops\n", in, out, dataplane, strings.Join(dumpers, " "))
 			st, err := dp.Run(ctx)
 			if status == "" {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if e := enc.Encode(st); e != nil && err == nil {
+				if e := writeIndentedJSON(stdout, st); e != nil && err == nil {
 					err = e
 				}
 			}

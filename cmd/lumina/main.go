@@ -10,6 +10,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lumina-go/lumina/version"
 )
 
 // Exit statuses (spec/scenario-and-cli.md).
@@ -65,11 +67,15 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 hosts drops, ECN-marks or corrupts exactly the packets a scenario names, every packet is mirrored
 with precise metadata, and the complete trace is analyzed. The simulated testbed is the default.
 
-Exit status: 0 every check passed, 1 a check or expectation failed, 2 bad input,
-3 invalid test (the trace failed the integrity check).`,
+Exit status: 0 every check passed, 1 a check or expectation failed, 2 bad input or environment
+(nothing ran, or no verdict could be reached), 3 invalid test (the trace failed the integrity check,
+or the results directory is incomplete), 130 lumina run stopped by Ctrl-C or SIGTERM.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
+	// The build: module version ("(devel)" from a checkout), VCS commit, Go toolchain.
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(stdout, stderr), newAnalyzeCmd(stdout, stderr), newProfilesCmd(stdout),

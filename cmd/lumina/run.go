@@ -1,11 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -54,10 +58,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 			}
 			if dryRun {
 				if err := testbed.DryRun(sc, testbed.Options{OutDir: out}, stdout); err != nil {
-					if errors.Is(err, testbed.ErrInput) {
-						return fail(exitBadArgs, err)
-					}
-					return fail(exitFailed, err)
+					return fail(exitBadArgs, err) // no run, no verdict: never a check failure
 				}
 				return nil
 			}
@@ -65,26 +66,61 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 			if !quiet {
 				progress = stderr
 			}
-			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress})
+			// Ctrl-C or a kill: say where the partial results are and that they are marked, then stop. The
+			// remote testbed catches the signal itself: it cleans the hosts, and the run ends invalid (exit 3).
+			var staging atomic.Value
+			if sc.Testbed != "remote" {
+				sigs := make(chan os.Signal, 1)
+				signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+				defer func() { signal.Stop(sigs); close(sigs) }() // ends the goroutine below
+				go func() {
+					sig, ok := <-sigs
+					if !ok {
+						return
+					}
+					name := "SIGTERM"
+					if sig == os.Interrupt {
+						name = "SIGINT (Ctrl-C)"
+					}
+					testbed.Quiesce()
+					if d, _ := staging.Load().(string); d != "" && resultsdir.MarkInterrupted(d, name) {
+						fmt.Fprintf(stderr, "lumina: %s: stopped; the partial results in %s are marked %s (lumina analyze refuses them); %s is unchanged\n",
+							name, d, resultsdir.FileIncomplete, out)
+					} else {
+						fmt.Fprintf(stderr, "lumina: %s: stopped\n", name)
+					}
+					os.Exit(130)
+				}()
+			}
+			// The testbed writes a staging directory; the verdict stage judges it there (Finish), so that
+			// analysis.json is part of the results directory moved into place whole.
 			var o *verdict.Outcome
+			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress,
+				Staged: func(d string) { staging.Store(d) },
+				Finish: func(d string) (err error) {
+					o, err = verdict.Judge(d, sc)
+					return err
+				}})
 			var invalid *testbed.InvalidRunError
 			switch {
 			case errors.As(err, &invalid):
-				// The run started and could not finish: the verdict says invalid, with the reason.
-				o, err = verdict.RecordInvalid(out, sc, invalid.Reason)
+				// The run started and could not finish (the remote testbed): the verdict says invalid, with
+				// the reason, in the staging directory that keeps the partial results, marked INCOMPLETE.
+				o, err = verdict.RecordInvalid(invalid.Dir, sc, invalid.Reason)
+				if err == nil {
+					fmt.Fprintf(stderr, "lumina: the partial results of the run are in %s, marked %s; %s is unchanged\n",
+						invalid.Dir, resultsdir.FileIncomplete, out)
+				}
 			case err == nil:
-				o, err = verdict.Judge(out, sc)
+				o.Dir = out
 			}
 			if err != nil {
-				if errors.Is(err, resultsdir.ErrInput) {
-					return fail(exitBadArgs, err)
-				}
-				return fail(exitFailed, err)
+				// The test did not run to a verdict (bad input, the environment, the testbed): never a
+				// check failure.
+				return fail(exitBadArgs, err)
 			}
 			if jsonOut {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(o.Doc); err != nil {
+				if err := writeIndentedJSON(stdout, o.Doc); err != nil {
 					return err
 				}
 			} else {

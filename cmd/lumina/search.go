@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -28,9 +27,11 @@ MRs, request sizes, direction, memory placement) on two simulated hosts with the
 for PFC pause (pause duration ratio above 0.1%) or throughput 20% below both the bits/s and packets/s limits.
 Each anomaly is reduced to its minimal feature set and written with a scenario that reproduces it:
 
-  DIR/anomalies.json   [{"id", "symptom", "mfs", "scenario", "found_at_evaluation", "counters", ...}]
+  DIR/anomalies.json   {"schema_version", "anomalies": [{"id", "symptom", "mfs", "scenario", "found_at_evaluation", "counters", ...}]}
   DIR/search.jsonl     one line per evaluation: workload, metrics, energy, accepted
   DIR/scenarios/       anomaly-N.yaml, for lumina run
+
+The energy is the search's score of a point: ` + energyMeaning + `.
 
 The search is deterministic for a seed and resumable (--resume, with the same options and a larger
 --budget). The budget bounds every evaluation, MFS probes included; a feature set it cut short is
@@ -82,9 +83,7 @@ answers whether that narrowed space holds an anomaly: exit status 1 when it does
 				return fail(exitFailed, err)
 			}
 			if jsonOut {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
+				if err := writeIndentedJSON(stdout, struct {
 					Profile string `json:"profile"`
 					Algo    string `json:"algo"`
 					Seed    uint64 `json:"seed"`
@@ -119,12 +118,24 @@ answers whether that narrowed space holds an anomaly: exit status 1 when it does
 	return cmd
 }
 
-// progressPrinter reports at most once a second: evaluations, rate, best energy, anomalies.
+// energyMeaning says what the energy of the progress line and search.jsonl measures.
+const energyMeaning = "lower is more anomalous. Random search and ga: minus the weighted score of how far each " +
+	"objective (throughput, pause ratio, diagnostic counters) moves from its reference toward its extreme, 0 at " +
+	"the reference; sa: the chain's objective over its warm-up mean, negated for diagnostic counters (an " +
+	"ordinary point is near 1 or -1)"
+
+// progressPrinter reports at most once a second: evaluations, rate, best energy, anomalies; the first line
+// says what the energy is.
 func progressPrinter(w io.Writer) func(search.Progress) {
 	var last time.Time
+	explained := false
 	return func(p search.Progress) {
 		if time.Since(last) < time.Second && p.Evaluations < p.Budget {
 			return
+		}
+		if !explained {
+			explained = true
+			fmt.Fprintf(w, "search: energy: %s\n", energyMeaning)
 		}
 		last = time.Now()
 		rate := float64(p.Evaluations) / max(p.Elapsed.Seconds(), 1e-9)
@@ -136,6 +147,7 @@ func progressPrinter(w io.Writer) func(search.Progress) {
 func printSearchSummary(w io.Writer, dir string, res *search.Result) {
 	fmt.Fprintf(w, "%d anomalies in %d evaluations (%d proposals skipped inside known MFS); results in %s\n",
 		len(res.Anomalies), res.Evaluations, res.Skipped, dir)
+	fmt.Fprintf(w, "best energy %.3g (%s)\n", res.BestEnergy, energyMeaning)
 	if len(res.Anomalies) == 0 {
 		return
 	}

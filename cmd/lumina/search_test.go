@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lumina-go/lumina/search"
+	"github.com/lumina-go/lumina/version"
 )
 
 // restrictNine narrows the space to Collie's #9 trigger (seeds/003 A.1) but for the three request sizes.
@@ -84,8 +87,9 @@ func readAnomalies(t *testing.T, dir string) []foundAnomaly {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkSchema(t, "anomalies.json", data)
 	var found []foundAnomaly
-	if err := json.Unmarshal(data, &found); err != nil {
+	if err := version.UnmarshalList(data, search.AnomaliesKey, &found); err != nil {
 		t.Fatalf("anomalies.json %s: %v", data, err)
 	}
 	return found
@@ -135,9 +139,14 @@ msg_sizes: [65536, 131072]
 func TestSearchFindsStagingAnomaly(t *testing.T) {
 	space := writeFile(t, "fourteen.yaml", restrictFourteen)
 	t.Chdir(t.TempDir())
-	code, _, stderr := lumina(t, "search", "--profile", "p2100g", "--restrict", space, "--budget", "120", "--seed", "2", "--out", "s")
+	code, stdout, stderr := lumina(t, "search", "--profile", "p2100g", "--restrict", space, "--budget", "120", "--seed", "2", "--out", "s")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (anomaly); stderr: %s", code, stderr)
+	}
+	// The output says what its score is.
+	if !strings.Contains(stderr, "search: energy: lower is more anomalous") || !strings.Contains(stdout, "best energy ") ||
+		!strings.Contains(stdout, "(lower is more anomalous. Random search and ga:") {
+		t.Errorf("the energy is not explained:\nstdout %s\nstderr %s", stdout, stderr)
 	}
 	found := readAnomalies(t, "s")
 	if len(found) != 1 {

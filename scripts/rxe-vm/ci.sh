@@ -56,7 +56,7 @@ rc=$?
 set -e
 grep -E -- '--- |^(ok|FAIL|PASS)|packets,|NACK gen|MCTs|run.sh|guest: |rror|want' "$tlog" || true
 echo "ci.sh: run took $(( $(date +%s) - tb )) s; total $(( $(date +%s) - t0 )) s; results in $out"
-for a in "$out/analysis.json" "$out/verbs/analysis.json"; do
+for a in "$out/perftest/analysis.json" "$out/verbs/analysis.json"; do
 	[ -f "$a" ] || continue
 	python3 - "$a" <<'PY' || true
 import json, sys

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lumina-go/lumina/trace"
+)
+
+// envMain makes the test binary act as the lumina command (arguments separated by US, 0x1f), so that a test can
+// run it as a process and kill it.
+const envMain = "LUMINA_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(envMain); args != "" {
+		os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// luminaProcess starts the lumina command as a child process.
+func luminaProcess(t *testing.T, stderr io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Stderr = stderr
+	cmd.Env = append(os.Environ(), envMain+"="+strings.Join(args, "\x1f"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+const scenarioLong = `
+seed: 5
+requester: {nic: {type: cx5}}
+responder: {nic: {type: cx5}}
+traffic:
+  num-connections: 4
+  num-msgs-per-qp: 300
+  message-size: 65536
+  data-pkt-events:
+    - {qpn: 1, psn: 3, type: drop, iter: 1}
+    - {qpn: 2, psn: 9, type: ecn, iter: 1}
+expect:
+  - integrity: ok
+`
+
+// A run killed at a random moment (SIGKILL or SIGINT, several seeds; half of them over a previous run's
+// results) never leaves a results directory that lumina analyze takes as valid unless it is a complete run's;
+// whatever else the run left is refused with exit status 3.
+func TestInterruptedRunNeverLooksComplete(t *testing.T) {
+	sc := writeFile(t, "long.yaml", scenarioLong)
+	base := t.TempDir()
+	prev := filepath.Join(base, "prev")
+	start := time.Now()
+	if code, _, e := lumina(t, "run", sc, "--out", prev, "-q"); code != 0 {
+		t.Fatalf("reference run: exit %d %s", code, e)
+	}
+	full := time.Since(start)
+	prevAnalysis, err := os.ReadFile(filepath.Join(prev, "analysis.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	interrupted := 0
+	for seed := uint64(1); seed <= 8; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 14))
+		dir := t.TempDir()
+		out := filepath.Join(dir, "res")
+		withPrevious := seed%2 == 0
+		if withPrevious { // a previous complete run is at --out: it must survive the kill intact
+			if code, _, e := lumina(t, "run", sc, "--out", out, "-q"); code != 0 {
+				t.Fatalf("seed %d: first run: exit %d %s", seed, code, e)
+			}
+		}
+		delay := time.Duration(rng.Int64N(2*int64(full) + int64(30*time.Millisecond)))
+		sig := []os.Signal{syscall.SIGKILL, os.Interrupt}[rng.IntN(2)]
+		var errOut strings.Builder
+		p := luminaProcess(t, &errOut, "run", sc, "--out", out, "-q")
+		time.Sleep(delay)
+		p.Process.Signal(sig)
+		p.Wait()
+		finished := p.ProcessState.Success()
+		// Ctrl-C (unlike a kill) is caught once the command runs: exit 130 and a message (before that, the
+		// signal's default action ends the process: exit code -1).
+		if code := p.ProcessState.ExitCode(); sig == os.Interrupt && !finished {
+			if (code != 130 && code != -1) || (code == 130 && !strings.Contains(errOut.String(), "lumina: SIGINT (Ctrl-C): stopped")) {
+				t.Errorf("seed %d: SIGINT: exit %d, stderr %q", seed, code, errOut.String())
+			}
+		}
+		if !finished {
+			interrupted++
+		}
+
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			path := filepath.Join(dir, e.Name())
+			before, _ := os.ReadFile(filepath.Join(path, "analysis.json"))
+			code, stdout, stderr := lumina(t, "analyze", path)
+			switch {
+			case e.Name() == "res" && code == 0:
+				// Valid only as a complete run: this one's or the previous one's (the same scenario and seed,
+				// so the same analysis, byte for byte).
+				if string(before) != string(prevAnalysis) {
+					t.Errorf("seed %d (%v after %v): %s passes analysis but is not a complete run's", seed, sig, delay, path)
+				}
+			case e.Name() == "res" && finished:
+				t.Errorf("seed %d: the run finished but %s: analyze exit %d: %s%s", seed, path, code, stdout, stderr)
+			default:
+				// Anything else a kill left (the staging directory, the previous results being swapped out)
+				// is refused as incomplete, and after a caught signal its dumps end at a packet boundary.
+				dumps, _ := filepath.Glob(filepath.Join(path, "dump", "*.pcap"))
+				for _, d := range dumps {
+					f, err := trace.Open(d)
+					if err != nil {
+						if st, _ := os.Stat(d); st != nil && st.Size() == 0 {
+							continue // killed before its first write
+						}
+						t.Errorf("seed %d: %s: %v", seed, d, err)
+						continue
+					}
+					for {
+						if _, err := f.Next(); err != nil {
+							break
+						}
+					}
+					// A SIGKILL can cut the write in progress (the reader then takes the dump up to its last
+					// whole packet); a caught signal waits for it.
+					if c := f.Truncated(); c != nil && sig != syscall.SIGKILL {
+						t.Errorf("seed %d (%v after %v): %s is cut inside a packet: %+v", seed, sig, delay, d, *c)
+					}
+					f.Close()
+				}
+				if code != 3 || !strings.Contains(stderr, "not analyzed") {
+					t.Errorf("seed %d (%v after %v): %s: analyze exit %d, want 3 refusing it as incomplete; stdout %q stderr %q",
+						seed, sig, delay, path, code, stdout, stderr)
+				}
+			}
+		}
+		t.Logf("seed %d: %v after %v (run takes %v), finished %v, left %d entries", seed, sig, delay, full, finished, len(entries))
+	}
+	if interrupted == 0 {
+		t.Errorf("no run was interrupted: the test checked nothing")
+	}
+}
