@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/lumina-go/lumina/hostnic"
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/netsim"
@@ -16,7 +17,8 @@ import (
 // The agent protocol: the controller writes one Request per line on the agent's standard input; the agent
 // answers one Response per line on its standard output, in order, and logs to standard error. The operations
 // are a closed set of typed arguments, each validated before anything runs; an agent never runs a shell, and
-// the only commands it executes are the argv lists an operation's Commands method names (ip, ethtool).
+// the only commands it executes are the argv lists an operation's Commands method names (ip, ethtool, and
+// for nic-setup and counters the vendor tools hostnic plans).
 
 // Request is one operation.
 type Request struct {
@@ -54,6 +56,9 @@ const (
 	OpDumpStart     = "dump-start"
 	OpDumpStop      = "dump-stop"
 	OpFetch         = "fetch"
+	OpNICSetup      = "nic-setup"
+	OpNICUndo       = "nic-undo"
+	OpCounters      = "counters"
 )
 
 // newOp returns an empty argument value for a name, or nil for an unknown operation.
@@ -81,13 +86,19 @@ func newOp(name string) Op {
 		return &DumpStop{}
 	case OpFetch:
 		return &Fetch{}
+	case OpNICSetup:
+		return &NICSetup{}
+	case OpNICUndo:
+		return &NICUndo{}
+	case OpCounters:
+		return &Counters{}
 	}
 	return nil
 }
 
 // OpNames lists the operations.
 var OpNames = []string{OpHello, OpIfaceSetup, OpEndpointStart, OpTrafficRun, OpEndpointStop, OpSwitchStart,
-	OpSwitchInstall, OpSwitchStop, OpDumpStart, OpDumpStop, OpFetch}
+	OpSwitchInstall, OpSwitchStop, OpDumpStart, OpDumpStop, OpFetch, OpNICSetup, OpNICUndo, OpCounters}
 
 // DecodeRequest reads one request line: a known operation whose arguments have no unknown field and pass
 // validation.
@@ -444,4 +455,88 @@ func (*Fetch) Commands() [][]string { return nil }
 type FetchResult struct {
 	Data []byte `json:"data"`
 	EOF  bool   `json:"eof"`
+}
+
+// NICSetup configures the host's RDMA NIC the way hostnic plans it for the vendor (nvidia, intel, rxe): every
+// step is run in order and reported; each change's undo is journaled by the agent as soon as the step is done,
+// and undone by nic-undo or at the end of the session (or by lumina agent --cleanup after a killed agent).
+// NIC.Host names the host in every error.
+type NICSetup struct {
+	NIC hostnic.Config `json:"nic"`
+}
+
+func (*NICSetup) Name() string { return OpNICSetup }
+func (o *NICSetup) Validate() error {
+	_, err := hostnic.Plan(o.NIC)
+	return err
+}
+
+// Steps are the hostnic steps the operation runs, in order (nil when the configuration is invalid).
+func (o *NICSetup) Steps() []hostnic.Step {
+	s, _ := hostnic.Plan(o.NIC)
+	return s
+}
+
+// Commands are the commands the steps run, and the queries that read the state an undo restores.
+func (o *NICSetup) Commands() [][]string {
+	var out [][]string
+	for _, s := range o.Steps() {
+		if s.Op != hostnic.OpRun {
+			continue
+		}
+		if s.Query != nil {
+			out = append(out, s.Query.Argv)
+		}
+		out = append(out, s.Argv)
+	}
+	return out
+}
+
+// NICStep is one hostnic step as the agent ran it: the step on one line (hostnic.Step.String) and what it
+// found (the value read before a write, the state queried before a command).
+type NICStep struct {
+	Step string `json:"step"`
+	Note string `json:"note,omitempty"`
+}
+
+// NICResult lists the steps nic-setup or nic-undo ran.
+type NICResult struct {
+	Steps []NICStep `json:"steps"`
+}
+
+// NICUndo undoes, in reverse order, every change nic-setup made in this session, and drops them from the
+// journal. Undo goes on after a failure and reports every failure.
+type NICUndo struct{}
+
+func (*NICUndo) Name() string         { return OpNICUndo }
+func (*NICUndo) Validate() error      { return nil }
+func (*NICUndo) Commands() [][]string { return nil }
+
+// Counters reads the NIC's counters from their real sources under the vendor's names (hostnic.ReadCounters):
+// sysfs hw_counters (and counters on NVIDIA), rdma statistic, ethtool -S. The result is a hostnic.Snapshot,
+// whose Values are counters.json's start or finish map for the host.
+type Counters struct {
+	NIC hostnic.Config `json:"nic"`
+}
+
+func (*Counters) Name() string { return OpCounters }
+func (o *Counters) Validate() error {
+	if o.NIC.IBDevice == "" {
+		return fmt.Errorf("nic.ib-device is empty; expected the RDMA device whose counters to read")
+	}
+	_, err := hostnic.Plan(o.NIC)
+	return err
+}
+
+// Commands are the two commands ReadCounters runs (the sysfs directories are read, not run).
+func (o *Counters) Commands() [][]string {
+	port := o.NIC.IBPort
+	if port == 0 {
+		port = 1
+	}
+	ifn := o.NIC.IfName
+	if o.NIC.Vendor == hostnic.VendorRxe && o.NIC.Parent != "" {
+		ifn = o.NIC.Parent
+	}
+	return [][]string{{"rdma", "statistic", "show", "link", fmt.Sprintf("%s/%d", o.NIC.IBDevice, port)}, {"ethtool", "-S", ifn}}
 }
