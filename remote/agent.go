@@ -38,12 +38,16 @@ type Agent struct {
 	Log    io.Writer
 	// Run executes a command (tests replace it); nil runs it with os/exec.
 	Run func(argv []string) (string, error)
+	// VerbsDir is where the deployed lumina-verbs binaries are (tests); "" = the agent binary's directory.
+	VerbsDir string
 	// NIC is how nic-setup, nic-undo and counters touch the host (tests give a fake); nil is hostnic.OSRunner.
 	NIC hostnic.Runner
 
 	ctx     context.Context
 	undo    []journalEntry
 	nicSet  bool
+	vsrv    *agentVerbs
+	vcli    *agentVerbs
 	sw      *agentSwitch
 	dump    *agentDump
 	ep      *agentEndpoint
@@ -192,6 +196,14 @@ func (a *Agent) do(ctx context.Context, op Op) (any, error) {
 		return a.nicUndo(ctx)
 	case *Counters:
 		return hostnic.ReadCounters(ctx, a.nicRunner(), o.NIC)
+	case *VerbsServerStart:
+		return struct{}{}, a.verbsServerStart(o)
+	case *VerbsServerStop:
+		return a.verbsServerStop(ctx, o)
+	case *VerbsClientStart:
+		return a.verbsClientStart(ctx, o)
+	case *VerbsClientRun:
+		return a.verbsClientRun(ctx, o)
 	}
 	return nil, fmt.Errorf("operation %s is not served", op.Name())
 }
@@ -571,6 +583,11 @@ func (a *Agent) fetch(o *Fetch) (any, error) {
 
 // shutdown stops what runs, closes the sockets, undoes the journal and removes the run directory.
 func (a *Agent) shutdown() {
+	for _, v := range []*agentVerbs{a.vcli, a.vsrv} {
+		if v != nil {
+			v.stop()
+		}
+	}
 	if ep := a.ep; ep != nil {
 		if ep.cancel != nil {
 			ep.cancel()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/hostnic"
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/netsim"
@@ -57,6 +58,22 @@ type remotePlan struct {
 	limit    time.Duration
 	cfg      netsim.Config
 	rec      *recorder
+	// real is the real-RNIC path (nic.ib-device on requester and responder); nil = software RNICs.
+	real *realPlan
+}
+
+// realPlan is what a run on real RNICs does beyond the switch and the dumpers: hostnic's NIC setup on both
+// ends, counter snapshots before and after, the verbs generator (deployed by hash) and the NIC's undo.
+type realPlan struct {
+	verbsBin, verbsSum string
+	nic                [2]hostnic.Config // requester, responder
+	setup              []step            // nic-setup on the responder, then the requester
+	counters           [2]step           // counters on the requester, the responder
+	server             step              // verbs-server-start on the responder
+	client             step              // verbs-client-start on the requester: the connections' metadata
+	run                step              // verbs-client-run: the start barrier lifted, the traffic
+	serverStop         step              // verbs-server-stop
+	undo               []step            // nic-undo on the requester, the responder
 }
 
 const (
@@ -70,7 +87,14 @@ const (
 type RemoteOptions struct {
 	// AgentBinary is the lumina executable copied to the hosts (default: this executable).
 	AgentBinary string
+	// VerbsBinary is the verbs traffic generator (lumina-verbs, built with -tags verbs and cgo for the hosts'
+	// libibverbs) copied to the requester and responder when they name an RDMA device (nic.ib-device).
+	// Default: $LUMINA_VERBS_BINARY. It is never built on a host.
+	VerbsBinary string
 }
+
+// EnvVerbsBinary names the lumina-verbs binary when RemoteOptions.VerbsBinary (--verbs-binary) is empty.
+const EnvVerbsBinary = "LUMINA_VERBS_BINARY"
 
 // remoteInvalid is a run that started and could not finish: the results directory gets an invalid verdict
 // with the reason, never something that looks like a valid result.
@@ -130,9 +154,6 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 		} else if strings.Trim(h.SwitchPort, "0123456789") == "" {
 			bad("%s.nic.switch-port %s is a Tofino port number; the remote testbed's switch is a Linux host: expected its interface name", h.Role, h.SwitchPort)
 		}
-		if h.IBDevice != "" {
-			bad("%s.nic.ib-device %s: this version drives software RNICs on nic.if-name; the hardware RNIC traffic path over the agent is not built yet (remove ib-device)", h.Role, h.IBDevice)
-		}
 	}
 	seen := map[string]string{}
 	for _, h := range hosts {
@@ -143,6 +164,9 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 			bad("%s.nic.switch-port %s is also %s's; expected one switch interface per host", h.Role, h.SwitchPort, o)
 		}
 		seen[h.SwitchPort] = h.Role
+	}
+	if (r.Requester.IBDevice == "") != (r.Responder.IBDevice == "") {
+		bad("requester.nic.ib-device %q and responder.nic.ib-device %q: expected both (real RNICs, the verbs generator) or neither (software RNICs on nic.if-name)", r.Requester.IBDevice, r.Responder.IBDevice)
 	}
 	ips := map[netip.Addr]bool{}
 	for _, p := range sc.Requester.NIC.IPList {
@@ -236,6 +260,12 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Requester.IBDevice != "" {
+		if err := p.planReal(sc, opts, mtu); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	add(hostResp, &remote.IfaceSetup{Iface: r.Responder.IfName, MTU: mtu, OffloadOff: true, Promisc: true})
 	add(hostResp, &remote.EndpointStart{Iface: r.Responder.IfName, Profile: respProf, ProfileYAML: respYAML, Spec: tp.Responder})
 	add(hostReq, &remote.IfaceSetup{Iface: r.Requester.IfName, MTU: mtu, OffloadOff: true, Promisc: true})
@@ -269,6 +299,9 @@ func (p *remotePlan) ifaces(i int) []string {
 			out = append(out, o.Iface)
 		}
 	}
+	if p.real != nil && (i == hostReq || i == hostResp) {
+		out = append(out, p.real.nic[i].IfName)
+	}
 	return out
 }
 
@@ -287,6 +320,9 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 	fmt.Fprintf(w, "# lumina run --dry-run %s: testbed remote, run %s, agent %s (sha256 %s)\n", sc.Path, p.runID, p.agentBin, p.agentSum)
 	fmt.Fprintf(w, "# results would go to %s; connections, PSNs and messages counted from %d (index-base)\n", opts.OutDir, sc.IndexBase)
 	steps := append(append([]step{}, p.setup...), append([]step{p.install, p.traffic}, p.stop...)...)
+	if p.real != nil {
+		steps = p.realOrder()
+	}
 	for i, h := range p.hosts {
 		d := h.deploy
 		kh := h.target.KnownHosts
@@ -296,6 +332,9 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 		fmt.Fprintf(w, "\nhost %s: ssh %s (key %s, host key checked against %s)\n", h.role, h.target, orAgent(h.target.KeyFile), kh)
 		fmt.Fprintf(w, "  deploy: %s\n  deploy: %s\n  deploy (when missing or different): %s  < %s\n",
 			remote.ArchCommand(), d.HashCommand(), d.InstallCommand(), p.agentBin)
+		if p.real != nil && (i == hostReq || i == hostResp) {
+			fmt.Fprintf(w, "  %s\n", describeVerbs(p.real, d))
+		}
 		fmt.Fprintf(w, "  agent:  %s\n", d.AgentCommand())
 		fmt.Fprintf(w, "  op hello ifaces=%v (checks root, ip, ethtool and the interfaces before any change)\n", p.ifaces(i))
 		for _, s := range steps {
@@ -310,6 +349,12 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 				}
 				fmt.Fprintf(w, " (the state to restore, journaled before each change)\n")
 			}
+			if p.real != nil {
+				dryRunReal(w, s)
+			}
+			if _, ok := s.op.(*remote.NICSetup); ok {
+				continue // its steps name every command
+			}
 			for _, c := range s.op.Commands() {
 				fmt.Fprintf(w, "    exec %s\n", strings.Join(c, " "))
 			}
@@ -318,6 +363,11 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 			fmt.Fprintf(w, "  op fetch file=%s (in chunks of at most %d bytes, checked by SHA-256)\n", remote.DumpFile, remote.MaxFetch)
 		}
 		fmt.Fprintf(w, "  end of session: the agent stops what it started, undoes its changes in reverse order, removes %s\n", d.RunDir)
+	}
+	if p.real != nil {
+		fmt.Fprintf(w, "\norder: %d setup operations (switch, dumpers), nic-setup (responder, requester), counters (start), verbs-server-start, verbs-client-start (the connections' QPNs and PSNs), switch-install with them (the start barrier), verbs-client-run (at most %s), verbs-server-stop, counters (finish), switch-stop, dump-stop and fetch, nic-undo\n",
+			len(p.setup), p.limit)
+		return nil
 	}
 	fmt.Fprintf(w, "\norder: %d setup operations (switch, dumpers, responder, requester), switch-install (the start barrier), traffic-run (at most %s), then endpoint-stop, switch-stop, dump-stop and fetch\n",
 		len(p.setup), p.limit)
@@ -353,6 +403,16 @@ func opSummary(op remote.Op) string {
 		return fmt.Sprintf("conns=%d %s", len(o.Conns), b.String())
 	case *remote.TrafficRun:
 		return fmt.Sprintf("limit_ms=%d", o.LimitMs)
+	case *remote.NICSetup:
+		return fmt.Sprintf("vendor=%s if-name=%s ib-device=%s/%d ip-list=%v mtu=%d", o.NIC.Vendor, o.NIC.IfName, o.NIC.IBDevice, max(o.NIC.IBPort, 1), o.NIC.IPs, o.NIC.MTU)
+	case *remote.Counters:
+		return fmt.Sprintf("ib-device=%s/%d (start and finish snapshots)", o.NIC.IBDevice, max(o.NIC.IBPort, 1))
+	case *remote.VerbsServerStart:
+		return fmt.Sprintf("device=%s listen=%s", o.Device, o.Listen)
+	case *remote.VerbsClientStart:
+		return fmt.Sprintf("device=%s connect=%s (returns the connections' QPNs and PSNs)", o.Device, o.Connect)
+	case *remote.VerbsClientRun:
+		return fmt.Sprintf("limit_ms=%d (answers the generator ready: the start barrier)", o.LimitMs)
 	}
 	return ""
 }
@@ -376,6 +436,13 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the agent binary: %w", err)
 	}
+	var verbsBytes []byte
+	if p.real != nil {
+		var vsum string
+		if vsum, verbsBytes, err = remote.FileSHA256(p.real.verbsBin); err != nil || vsum != p.real.verbsSum {
+			return nil, badInputf("%s: testbed remote: the verbs generator %s changed or is unreadable since it was planned (%v)", sc.Path, p.real.verbsBin, err)
+		}
+	}
 	// Connect, deploy and start every agent in parallel.
 	clients := make([]*remote.Client, len(p.hosts))
 	agents := make([]*remote.AgentConn, len(p.hosts))
@@ -392,6 +459,12 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			if err := remote.Deploy(c, h.deploy, p.agentSum, bin, log); err != nil {
 				errs[i] = &remote.HostError{Host: h.target.String(), Step: "deploying the agent", Env: true, Err: err}
 				return
+			}
+			if p.real != nil && (i == hostReq || i == hostResp) {
+				if err := remote.Deploy(c, verbsDeployment(h.deploy, p.real.verbsSum), p.real.verbsSum, verbsBytes, log); err != nil {
+					errs[i] = &remote.HostError{Host: h.target.String(), Step: "deploying the verbs generator lumina-verbs", Env: true, Err: err}
+					return
+				}
 			}
 			a, err := remote.StartAgent(ctx, c, h.deploy, h.role, p.ifaces(i))
 			if err != nil {
@@ -433,8 +506,9 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	// with its name instead of hanging it; a dead connection is found by the keepalives sooner.
 	call := func(s step, res any) error {
 		d := time.Minute
-		if _, ok := s.op.(*remote.TrafficRun); ok {
-			d = p.limit + 30*time.Second
+		switch s.op.(type) {
+		case *remote.TrafficRun, *remote.VerbsClientStart, *remote.VerbsClientRun:
+			d = p.limit + time.Minute
 		}
 		cctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
@@ -455,6 +529,13 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		if err := call(s, nil); err != nil {
 			return invalid(err)
 		}
+	}
+	if p.real != nil {
+		rr, err := p.runReal(ctx, sc, opts, agents, call, log)
+		if err != nil {
+			return invalid(err)
+		}
+		return rr, nil
 	}
 	var inst remote.InstallResult
 	if err := call(p.install, &inst); err != nil {
@@ -477,27 +558,8 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	time.Sleep(10 * time.Millisecond)
 	fmt.Fprintf(log, "lumina: remote run %s: traffic done; fetching the dumps\n", p.runID)
 	res := &live.NetnsResult{Status: swRes.Status}
-	for i, s := range p.stop[2:] {
-		var dr remote.DumpResult
-		if err := call(s, &dr); err != nil {
-			return invalid(err)
-		}
-		path := filepath.Join(opts.OutDir, DirDump, fmt.Sprintf("dumper-%d.pcap", i))
-		f, err := os.Create(path)
-		if err != nil {
-			return nil, fmt.Errorf("writing results: %w", err)
-		}
-		err = agents[s.host].FetchFile(ctx, dr.File, dr.Size, dr.SHA256, f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return invalid(fmt.Errorf("%s: fetching the dump: %w", p.hosts[s.host].target, err))
-		}
-		if err := writeJSON(filepath.Join(opts.OutDir, DirDump), fmt.Sprintf("dumper-%d.stats.json", i), dr.Stats); err != nil {
-			return nil, err
-		}
-		res.Dumps = append(res.Dumps, live.DumpFile{Path: path, Stats: dr.Stats})
+	if err := p.fetchDumps(ctx, opts, agents, call); err != nil {
+		return invalid(err)
 	}
 	for _, e := range []string{reqRes.Error, respRes.Error, swRes.Error} {
 		if e != "" {
@@ -544,6 +606,37 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		return int(conn[seq-1]), int(iter[seq-1]), true
 	}}, nil
+}
+
+// fetchDumps stops every dumper and fetches its pcap into the results' dump directory.
+func (p *remotePlan) fetchDumps(ctx context.Context, opts Options, agents []*remote.AgentConn, call func(step, any) error) error {
+	i := 0
+	for _, s := range p.stop {
+		if _, ok := s.op.(*remote.DumpStop); !ok {
+			continue
+		}
+		var dr remote.DumpResult
+		if err := call(s, &dr); err != nil {
+			return err
+		}
+		path := filepath.Join(opts.OutDir, DirDump, fmt.Sprintf("dumper-%d.pcap", i))
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("writing results: %w", err)
+		}
+		err = agents[s.host].FetchFile(ctx, dr.File, dr.Size, dr.SHA256, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: fetching the dump: %w", p.hosts[s.host].target, err)
+		}
+		if err := writeJSON(filepath.Join(opts.OutDir, DirDump), fmt.Sprintf("dumper-%d.stats.json", i), dr.Stats); err != nil {
+			return err
+		}
+		i++
+	}
+	return nil
 }
 
 // RemoteRawDir is the results subdirectory with the switch's full status (ports, rings, transmit statistics)

@@ -16,11 +16,12 @@ import (
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		out     string
-		seed    uint64
-		jsonOut bool
-		quiet   bool
-		dryRun  bool
+		out      string
+		seed     uint64
+		jsonOut  bool
+		quiet    bool
+		dryRun   bool
+		verbsBin string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml",
@@ -51,7 +52,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				out = filepath.Join("results", name)
 			}
 			if dryRun {
-				if err := testbed.DryRun(sc, testbed.Options{OutDir: out}, stdout); err != nil {
+				if err := testbed.DryRun(sc, testbed.Options{OutDir: out, Remote: testbed.RemoteOptions{VerbsBinary: verbsBin}}, stdout); err != nil {
 					if errors.Is(err, testbed.ErrInput) {
 						return fail(exitBadArgs, err)
 					}
@@ -63,7 +64,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 			if !quiet {
 				progress = stderr
 			}
-			o, err := testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress})
+			o, err := testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress, Remote: testbed.RemoteOptions{VerbsBinary: verbsBin}})
 			if err != nil {
 				if errors.Is(err, testbed.ErrInput) {
 					return fail(exitBadArgs, err)
@@ -89,6 +90,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "override the scenario's seed")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the analysis as JSON instead of the summary")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on long runs")
+	cmd.Flags().StringVar(&verbsBin, "verbs-binary", "", "testbed remote on real RNICs (nic.ib-device): the lumina-verbs generator copied to the requester and responder (default $"+testbed.EnvVerbsBinary+"; built once with -tags verbs, never on the hosts)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print, host by host, every operation and command a remote run would execute; connect to nothing, write nothing")
 	return cmd
 }
