@@ -162,7 +162,10 @@ func (a *Agent) verbsClientStart(ctx context.Context, o *VerbsClientStart) (any,
 	if err != nil {
 		return nil, err
 	}
-	job := filepath.Join(a.RunDir, VerbsJobFile)
+	job, err := filepath.Abs(filepath.Join(a.RunDir, VerbsJobFile))
+	if err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(job, []byte(o.ScenarioYAML), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the generator's job: %w", err)
 	}
