@@ -94,7 +94,14 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := o.Doc
+	rxeVMCheckDrop(t, out, o.Doc)
+	return out
+}
+
+// rxeVMCheckDrop checks the results of the drop ((qp 1, psn 5, iter 1) of a WRITE) on rxe: integrity, every
+// ICRC good, the NAK and the go-back-N resend, the expectations.
+func rxeVMCheckDrop(t *testing.T, out string, doc *Document) {
+	t.Helper()
 	if !doc.Integrity.OK {
 		t.Fatalf("integrity check failed: %+v", doc.Integrity.Checks)
 	}
@@ -164,7 +171,6 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 			t.Errorf("expectation failed: %+v", e)
 		}
 	}
-	return out
 }
 
 type testWriter struct{ t *testing.T }
