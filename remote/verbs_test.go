@@ -176,4 +176,3 @@ func TestAgentVerbsErrors(t *testing.T) {
 		t.Errorf("bad arguments: %+v", rs)
 	}
 }
-
