@@ -111,7 +111,11 @@ func Deploy(c *Client, d Deployment, sum string, bin []byte, log io.Writer) erro
 		return nil
 	}
 	if log != nil {
-		fmt.Fprintf(log, "lumina: %s: copying the agent (%d bytes) to %s\n", c.Target, len(bin), d.Bin)
+		what := "the agent"
+		if strings.HasPrefix(path.Base(d.Bin), "lumina-verbs-") {
+			what = "the verbs generator"
+		}
+		fmt.Fprintf(log, "lumina: %s: copying %s (%d bytes) to %s\n", c.Target, what, len(bin), d.Bin)
 	}
 	if _, err := c.Output(d.InstallCommand(), bin); err != nil {
 		return err
@@ -121,7 +125,7 @@ func Deploy(c *Client, d Deployment, sum string, bin []byte, log io.Writer) erro
 		return err
 	}
 	if f := strings.Fields(string(out)); len(f) == 0 || f[0] != sum {
-		return fmt.Errorf("the copied agent %s has hash %q; expected %s", d.Bin, strings.TrimSpace(string(out)), sum)
+		return fmt.Errorf("the copied binary %s has hash %q; expected %s", d.Bin, strings.TrimSpace(string(out)), sum)
 	}
 	return nil
 }
