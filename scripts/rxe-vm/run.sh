@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh: boots the rxe-vm guest under qemu (TCG) with a job and brings its results back.
 #
-#   scripts/rxe-vm/run.sh --job JOBDIR --out OUTDIR [--cache DIR] [--timeout SECONDS] [--smp N] [--mem MB]
+#   scripts/rxe-vm/run.sh --job JOBDIR --out OUTDIR [--cache DIR] [--timeout SECONDS] [--smp N] [--mem MB] [--ssh-port PORT]
 #
 # JOBDIR holds job.env (what to run: see guest-init.sh) and scenario.yaml (the events the switch injects);
 # testbed/rxevm.go writes both from a scenario, and `lumina run` on a scenario with `testbed: rxe-vm` calls
@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
 	--smp) smp=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
 	--ssh-port) sshport=$2; shift 2 ;;
-	-h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,13p' "$0"; exit 0 ;;
 	*) echo "run.sh: unknown argument $1 (expected --job DIR --out DIR [--cache DIR] [--timeout S] [--smp N] [--mem MB] [--ssh-port PORT])" >&2; exit 2 ;;
 	esac
 done
