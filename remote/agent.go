@@ -221,6 +221,11 @@ func (a *Agent) hello(o *Hello) HelloResult {
 			}
 		}
 	}
+	for _, t := range o.Tools {
+		if _, err := a.nicRunner().LookPath(t); err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s is not installed on %s (the NIC setup needs it; docs/nic-setup.md)", t, h))
+		}
+	}
 	for _, f := range o.Ifaces {
 		if _, err := os.Stat(filepath.Join("/sys/class/net", f)); err != nil {
 			ents, _ := os.ReadDir("/sys/class/net")

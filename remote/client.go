@@ -187,7 +187,7 @@ type AgentConn struct {
 
 // StartAgent starts the agent over a new session and says hello, checking that the host has what the run
 // needs (root, ip, ethtool, the interfaces named).
-func StartAgent(ctx context.Context, c *Client, d Deployment, role string, ifaces []string) (*AgentConn, error) {
+func StartAgent(ctx context.Context, c *Client, d Deployment, role string, hello Hello) (*AgentConn, error) {
 	s, err := c.NewSession()
 	if err != nil {
 		return nil, err
@@ -224,7 +224,7 @@ func StartAgent(ctx context.Context, c *Client, d Deployment, role string, iface
 	var h HelloResult
 	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := a.Call(hctx, &Hello{Ifaces: ifaces}, &h); err != nil {
+	if err := a.Call(hctx, &hello, &h); err != nil {
 		a.Close()
 		return nil, err
 	}

@@ -334,3 +334,21 @@ func TestAgentNICSetupErrorsNameHostAndStep(t *testing.T) {
 		t.Errorf("bad arguments: %+v, ran %q", rs, h.ran)
 	}
 }
+
+// hello looks up the NIC setup's tools before anything changes: a missing one is a problem naming it.
+func TestAgentHelloChecksNICTools(t *testing.T) {
+	h := newRxeHost()
+	h.missing["rdma"] = true
+	a := &Agent{RunDir: filepath.Join(t.TempDir(), "run"), NIC: h, Run: func([]string) (string, error) { return "", nil }}
+	rs := serveLines(t, a, `{"id":1,"op":"hello","args":{"tools":["rdma","modprobe"]}}`, `{"id":2,"op":"hello","args":{"tools":["/bin/sh"]}}`)
+	var hr HelloResult
+	if err := json.Unmarshal(rs[0].Result, &hr); err != nil {
+		t.Fatal(err)
+	}
+	if len(hr.Problems) != 1 || !strings.HasPrefix(hr.Problems[0], "rdma is not installed on ") {
+		t.Errorf("problems %q; want rdma (only) missing", hr.Problems)
+	}
+	if rs[1].OK || !strings.Contains(rs[1].Error, "is not a command name") {
+		t.Errorf("a path as a tool: %+v", rs[1])
+	}
+}

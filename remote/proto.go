@@ -149,13 +149,23 @@ func checkIface(what, s string) error {
 // root, the commands it will run, the interfaces named.
 type Hello struct {
 	Ifaces []string `json:"ifaces,omitempty"`
+	// Tools are further commands the run will need on this host (the vendor tools of a NIC setup), looked up on
+	// PATH before anything changes.
+	Tools []string `json:"tools,omitempty"`
 }
+
+var toolRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$`)
 
 func (*Hello) Name() string { return OpHello }
 func (o *Hello) Validate() error {
 	for i, f := range o.Ifaces {
 		if err := checkIface(fmt.Sprintf("ifaces[%d]", i), f); err != nil {
 			return err
+		}
+	}
+	for i, t := range o.Tools {
+		if !toolRe.MatchString(t) {
+			return fmt.Errorf("tools[%d] %q is not a command name; expected letters, digits, _ . + - and no path", i, t)
 		}
 	}
 	return nil

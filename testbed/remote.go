@@ -305,6 +305,21 @@ func (p *remotePlan) ifaces(i int) []string {
 	return out
 }
 
+// tools are the commands the NIC setup on host i looks up (hostnic's lookpath steps): the agent's hello checks
+// them before anything changes.
+func (p *remotePlan) tools(i int) []string {
+	if p.real == nil || (i != hostReq && i != hostResp) {
+		return nil
+	}
+	var out []string
+	for _, s := range (&remote.NICSetup{NIC: p.real.nic[i]}).Steps() {
+		if s.Op == hostnic.OpLookPath && len(s.Argv) > 0 && !slices.Contains(out, s.Argv[0]) {
+			out = append(out, s.Argv[0])
+		}
+	}
+	return out
+}
+
 // DryRun prints, host by host, what a run of the scenario would do: the SSH connection, the deployment
 // commands, the agent command, every operation with its arguments and every command the agent would run.
 // It connects to nothing and writes nothing.
@@ -336,7 +351,11 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 			fmt.Fprintf(w, "  %s\n", describeVerbs(p.real, d))
 		}
 		fmt.Fprintf(w, "  agent:  %s\n", d.AgentCommand())
-		fmt.Fprintf(w, "  op hello ifaces=%v (checks root, ip, ethtool and the interfaces before any change)\n", p.ifaces(i))
+		if t := p.tools(i); len(t) > 0 {
+			fmt.Fprintf(w, "  op hello ifaces=%v tools=%v (checks root, ip, ethtool, the NIC setup's tools and the interfaces before any change)\n", p.ifaces(i), t)
+		} else {
+			fmt.Fprintf(w, "  op hello ifaces=%v (checks root, ip, ethtool and the interfaces before any change)\n", p.ifaces(i))
+		}
 		for _, s := range steps {
 			if s.host != i {
 				continue
@@ -466,7 +485,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 					return
 				}
 			}
-			a, err := remote.StartAgent(ctx, c, h.deploy, h.role, p.ifaces(i))
+			a, err := remote.StartAgent(ctx, c, h.deploy, h.role, remote.Hello{Ifaces: p.ifaces(i), Tools: p.tools(i)})
 			if err != nil {
 				errs[i] = &remote.HostError{Host: h.target.String(), Step: "starting the agent", Env: true, Err: err}
 				return

@@ -36,6 +36,7 @@ func TestRemoteDryRunRealNIC(t *testing.T) {
 	s := b.String()
 	for _, w := range []string{
 		"deploy (when missing or different): mkdir -p .cache/lumina/agent && cat > .cache/lumina/agent/lumina-verbs-",
+		"op hello ifaces=[ens1f0] tools=[ip mlnx_qos mlxreg] (checks root, ip, ethtool, the NIC setup's tools",
 		"op nic-setup vendor=nvidia if-name=ens1f0 ib-device=mlx5_0/1 ip-list=[10.0.0.2/24 10.0.0.12/24] mtu=1500\n" +
 			"    step requester (lab@192.0.2.11:22): check that ip is installed (addresses): look up ip on PATH\n",
 		"    step requester (lab@192.0.2.11:22): trust DSCP on ens1f0: mlnx_qos -i ens1f0 --trust=dscp [undo: mlnx_qos -i ens1f0 --trust={trust} with the values mlnx_qos -i ens1f0 prints before]\n",
