@@ -22,8 +22,10 @@ var notCounters = map[string]bool{"lifespan": true}
 //
 // A name found in several sources keeps the value of the first in SourceOrder (hw_counters, counters, rdma
 // statistic, ethtool). The sysfs counters directory is optional (RoCE devices without port counters have
-// none); every other source must be readable. An unreadable single sysfs attribute (some return EINVAL on
-// RoCE ports) is skipped and listed in Snapshot.Skipped.
+// none); so is hw_counters when the port exists without it (a non-initial network namespace shows none: the
+// counters come from rdma statistic, and Snapshot.Skipped says so); every other source must be readable. An
+// unreadable single sysfs attribute (some return EINVAL on RoCE ports) is skipped and listed in
+// Snapshot.Skipped.
 func ReadCounters(ctx context.Context, r Runner, cfg Config) (Snapshot, error) {
 	if err := validate(&cfg); err != nil {
 		return Snapshot{}, err
@@ -57,6 +59,14 @@ func ReadCounters(ctx context.Context, r Runner, cfg Config) (Snapshot, error) {
 			if d.optional && errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
+			// In a network namespace other than the initial one the kernel shows the device's port without
+			// hw_counters (and counters): the same counters then come from rdma statistic (netlink).
+			if errors.Is(err, fs.ErrNotExist) {
+				if _, serr := r.ReadFile(port + "state"); serr == nil {
+					snap.Skipped = append(snap.Skipped, d.dir+": not shown (a non-initial network namespace); rdma statistic gives its counters")
+					continue
+				}
+			}
 			return fail(d.src, err)
 		}
 		snap.Skipped = append(snap.Skipped, skipped...)
@@ -72,6 +82,9 @@ func ReadCounters(ctx context.Context, r Runner, cfg Config) (Snapshot, error) {
 		return fail(SourceRdmaStat, err)
 	}
 	merge(SourceRdmaStat, vals)
+	if len(snap.Values) == 0 {
+		return fail(SourceRdmaStat, fmt.Errorf("no counter of %s in sysfs or rdma statistic", link))
+	}
 	ifname := cfg.IfName
 	if cfg.Vendor == VendorRxe {
 		ifname = cfg.Parent

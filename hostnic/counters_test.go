@@ -226,3 +226,25 @@ func TestReadCountersErrors(t *testing.T) {
 		t.Errorf("malformed rdma statistic: %v", err)
 	}
 }
+
+// An rxe device seen from a network namespace other than the initial one has a port without hw_counters in
+// sysfs: its counters come from rdma statistic under the same names, and the snapshot says why. A device
+// whose port does not exist at all is still an error.
+func TestReadCountersInANetworkNamespace(t *testing.T) {
+	h := counterHost(t)
+	h.file("/sys/class/infiniband/rxens/ports/1/state", "4: ACTIVE")
+	h.outputs["rdma statistic show link rxens/1"] = strings.Replace(strings.SplitAfter(string(fixture(t, "rdma-statistic-rxe.txt")), "\n")[0], "rxereq", "rxens", 1)
+	snap, err := ReadCounters(context.Background(), h, Config{Host: "requester", Vendor: "rxe", IfName: "eth0", IBDevice: "rxens"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Values["rcvd_seq_err"] != 1 || snap.Source["rcvd_seq_err"] != SourceRdmaStat || snap.Values["sent_pkts"] != 206 ||
+		len(snap.Skipped) != 1 || !strings.Contains(snap.Skipped[0], "hw_counters: not shown (a non-initial network namespace)") {
+		t.Errorf("snapshot %+v", snap)
+	}
+	h.outputs["rdma statistic show link rxens/1"] = "link rxens/1\n"
+	_, err = ReadCounters(context.Background(), h, Config{Host: "requester", Vendor: "rxe", IfName: "eth0", IBDevice: "rxens"})
+	if err == nil || !strings.Contains(err.Error(), "no counter of rxens/1 in sysfs or rdma statistic") {
+		t.Errorf("no counters anywhere: %v", err)
+	}
+}

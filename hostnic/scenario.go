@@ -2,6 +2,7 @@ package hostnic
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/scenario"
@@ -38,7 +39,12 @@ func FromScenario(sc *scenario.Scenario, role string, hw Hardware) (Config, erro
 	default:
 		return Config{}, fmt.Errorf("hostnic: role %q; expected requester or responder", role)
 	}
-	prof, err := rnic.LoadProfile(sc.ResolvePath(h.NIC.Type))
+	// A profile name (cx5, rxe) is looked up as is; only a profile file is relative to the scenario.
+	t := h.NIC.Type
+	if strings.HasSuffix(t, ".yaml") || strings.HasSuffix(t, ".yml") {
+		t = sc.ResolvePath(t)
+	}
+	prof, err := rnic.LoadProfile(t)
 	if err != nil {
 		return Config{}, &ConfigError{Host: role, Field: "nic.type", Msg: err.Error()}
 	}

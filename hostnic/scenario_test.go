@@ -90,3 +90,15 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 		t.Errorf("the plan changed through JSON: %v", err)
 	}
 }
+
+// A profile name is not a path: a scenario in another directory naming type rxe gets the rxe profile.
+func TestFromScenarioProfileNameInAnotherDirectory(t *testing.T) {
+	sc, err := scenario.Parse([]byte("requester:\n  nic: {type: rxe, ip-list: [10.0.0.2/24]}\n"), "/elsewhere/lab/s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := FromScenario(sc, "requester", Hardware{IfName: "eth0", IBDevice: "rxereq"})
+	if err != nil || cfg.Vendor != VendorRxe || cfg.IBDevice != "rxereq" {
+		t.Errorf("config %+v, error %v", cfg, err)
+	}
+}

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lumina-go/lumina/hostnic"
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/rnic"
@@ -37,9 +39,16 @@ type Agent struct {
 	Log    io.Writer
 	// Run executes a command (tests replace it); nil runs it with os/exec.
 	Run func(argv []string) (string, error)
+	// VerbsDir is where the deployed lumina-verbs binaries are (tests); "" = the agent binary's directory.
+	VerbsDir string
+	// NIC is how nic-setup, nic-undo and counters touch the host (tests give a fake); nil is hostnic.OSRunner.
+	NIC hostnic.Runner
 
 	ctx     context.Context
-	undo    [][]string
+	undo    []journalEntry
+	nicSet  bool
+	vsrv    *agentVerbs
+	vcli    *agentVerbs
 	sw      *agentSwitch
 	dump    *agentDump
 	ep      *agentEndpoint
@@ -182,6 +191,20 @@ func (a *Agent) do(ctx context.Context, op Op) (any, error) {
 		return a.dumpStop()
 	case *Fetch:
 		return a.fetch(o)
+	case *NICSetup:
+		return a.nicSetup(ctx, o)
+	case *NICUndo:
+		return a.nicUndo(ctx)
+	case *Counters:
+		return hostnic.ReadCounters(ctx, a.nicRunner(), o.NIC)
+	case *VerbsServerStart:
+		return struct{}{}, a.verbsServerStart(o)
+	case *VerbsServerStop:
+		return a.verbsServerStop(ctx, o)
+	case *VerbsClientStart:
+		return a.verbsClientStart(ctx, o)
+	case *VerbsClientRun:
+		return a.verbsClientRun(ctx, o)
 	}
 	return nil, fmt.Errorf("operation %s is not served", op.Name())
 }
@@ -199,6 +222,11 @@ func (a *Agent) hello(o *Hello) HelloResult {
 			}
 		}
 	}
+	for _, t := range o.Tools {
+		if _, err := a.nicRunner().LookPath(t); err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s is not installed on %s (the NIC setup needs it; docs/nic-setup.md)", t, h))
+		}
+	}
 	for _, f := range o.Ifaces {
 		if _, err := os.Stat(filepath.Join("/sys/class/net", f)); err != nil {
 			ents, _ := os.ReadDir("/sys/class/net")
@@ -212,13 +240,57 @@ func (a *Agent) hello(o *Hello) HelloResult {
 	return r
 }
 
-// journalKey is the key of the undo journal's command list (the journal is a JSON document with
+// journalKey is the key of the undo journal's entry list (the journal is a JSON document with
 // schema_version; a bare list, as older agents wrote it, is read too).
 const journalKey = "undo"
 
+// journalEntry is one undo: an ip or ethtool command, or a hostnic undo step (a sysfs write-back or the
+// inverse command hostnic computed from the state read before the change). In the journal file a command is a
+// JSON array and a hostnic step an object {"nic": STEP}.
+type journalEntry struct {
+	Argv []string
+	NIC  *hostnic.Step
+}
+
+func (e journalEntry) MarshalJSON() ([]byte, error) {
+	if e.NIC != nil {
+		return json.Marshal(struct {
+			NIC *hostnic.Step `json:"nic"`
+		}{e.NIC})
+	}
+	return json.Marshal(e.Argv)
+}
+
+func (e *journalEntry) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '[' {
+		return json.Unmarshal(b, &e.Argv)
+	}
+	var o struct {
+		NIC *hostnic.Step `json:"nic"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return err
+	}
+	if o.NIC == nil {
+		return errors.New("journal entry is neither a command nor {\"nic\": step}")
+	}
+	e.NIC = o.NIC
+	return nil
+}
+
 // journal appends an undo command before the change it undoes is made.
 func (a *Agent) journal(undo []string) error {
-	a.undo = append(a.undo, undo)
+	return a.journalEntries(journalEntry{Argv: undo})
+}
+
+func (a *Agent) journalEntries(e ...journalEntry) error {
+	a.undo = append(a.undo, e...)
+	return a.writeJournal()
+}
+
+func (a *Agent) writeJournal() error {
 	b, err := version.MarshalList(journalKey, a.undo)
 	if err != nil {
 		return err
@@ -520,6 +592,11 @@ func (a *Agent) fetch(o *Fetch) (any, error) {
 
 // shutdown stops what runs, closes the sockets, undoes the journal and removes the run directory.
 func (a *Agent) shutdown() {
+	for _, v := range []*agentVerbs{a.vcli, a.vsrv} {
+		if v != nil {
+			v.stop()
+		}
+	}
 	if ep := a.ep; ep != nil {
 		if ep.cancel != nil {
 			ep.cancel()
@@ -537,24 +614,34 @@ func (a *Agent) shutdown() {
 		<-ad.done
 		ad.d.Close()
 	}
-	if err := Cleanup(a.RunDir, a.exec); err != nil {
+	if err := Cleanup(a.RunDir, a.exec, a.nicRunner()); err != nil {
 		a.logf("cleanup: %v", err)
 	}
 	a.logf("done after %s", time.Since(a.started).Round(time.Millisecond))
 }
 
 // Cleanup undoes a run directory's journal in reverse order and removes the directory. The controller runs
-// it (lumina agent --cleanup DIR) for an agent that was killed and could not clean up itself.
-func Cleanup(runDir string, run func([]string) (string, error)) error {
+// it (lumina agent --cleanup DIR) for an agent that was killed and could not clean up itself. nic runs the
+// hostnic undo steps (nil: hostnic.OSRunner).
+func Cleanup(runDir string, run func([]string) (string, error), nic hostnic.Runner) error {
+	if nic == nil {
+		nic = hostnic.OSRunner{}
+	}
 	var errs []error
 	b, err := os.ReadFile(filepath.Join(runDir, JournalFile))
 	if err == nil {
-		var undo [][]string
+		var undo []journalEntry
 		if err := version.UnmarshalList(b, journalKey, &undo); err != nil {
 			errs = append(errs, fmt.Errorf("reading the undo journal: %w", err))
 		}
 		for i := len(undo) - 1; i >= 0; i-- {
-			c := undo[i]
+			if s := undo[i].NIC; s != nil {
+				if err := hostnic.Undo(context.Background(), nic, []hostnic.Step{*s}, nil); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			c := undo[i].Argv
 			if len(c) == 0 || (c[0] != "ip" && c[0] != "ethtool") {
 				errs = append(errs, fmt.Errorf("undo journal entry %d %q is not an ip or ethtool command; skipped", i, c))
 				continue
@@ -570,4 +657,96 @@ func Cleanup(runDir string, run func([]string) (string, error)) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+func (a *Agent) nicRunner() hostnic.Runner {
+	if a.NIC != nil {
+		return a.NIC
+	}
+	return hostnic.OSRunner{}
+}
+
+// nicSetup runs the vendor's hostnic plan one step at a time, journaling each change's undo as soon as the
+// step is done (hostnic computes an undo from the state it reads just before the change, so the undo exists
+// only once the step ran). A failure stops the plan with hostnic's error naming the host and the step; what
+// was done stays journaled and is undone by nic-undo or at the end of the session.
+func (a *Agent) nicSetup(ctx context.Context, o *NICSetup) (any, error) {
+	if a.nicSet {
+		return nil, errors.New("nic-setup already ran in this session; nic-undo first")
+	}
+	steps, err := hostnic.Plan(o.NIC)
+	if err != nil {
+		return nil, err
+	}
+	a.nicSet = true
+	r := a.nicRunner()
+	var res NICResult
+	for i, s := range steps {
+		var rep hostnic.StepReport
+		undo, err := hostnic.Apply(ctx, r, []hostnic.Step{s}, func(sr hostnic.StepReport) { rep = sr })
+		var ents []journalEntry
+		for _, u := range undo {
+			ents = append(ents, journalEntry{NIC: &u})
+		}
+		if len(ents) > 0 {
+			if jerr := a.journalEntries(ents...); jerr != nil {
+				return nil, jerr
+			}
+		}
+		if err != nil {
+			if se, ok := err.(*hostnic.StepError); ok {
+				se.Index = i
+			}
+			a.logf("nic-setup: %v", err)
+			return nil, err
+		}
+		a.logf("nic-setup: %s%s", s, noteSuffix(rep.Note))
+		res.Steps = append(res.Steps, NICStep{Step: s.String(), Note: rep.Note})
+	}
+	return res, nil
+}
+
+func noteSuffix(n string) string {
+	if n == "" {
+		return ""
+	}
+	return " (" + n + ")"
+}
+
+// nicUndo undoes the journaled hostnic changes in reverse order and drops them from the journal.
+func (a *Agent) nicUndo(ctx context.Context) (any, error) {
+	var nic []hostnic.Step
+	var keep []journalEntry
+	for _, e := range a.undo {
+		if e.NIC != nil {
+			nic = append(nic, *e.NIC)
+		} else {
+			keep = append(keep, e)
+		}
+	}
+	var res NICResult
+	failed := map[int]bool{}
+	err := hostnic.Undo(ctx, a.nicRunner(), nic, func(sr hostnic.StepReport) {
+		if sr.Err != nil {
+			failed[sr.Index] = true
+			return
+		}
+		a.logf("nic-undo: %s%s", sr.Step, noteSuffix(sr.Note))
+		res.Steps = append(res.Steps, NICStep{Step: sr.Step.String(), Note: sr.Note})
+	})
+	// An undo that failed stays journaled: the end of the session (or lumina agent --cleanup) tries it again.
+	for i, s := range nic {
+		if failed[i] {
+			keep = append(keep, journalEntry{NIC: &s})
+		}
+	}
+	a.undo = keep
+	a.nicSet = false
+	if jerr := a.writeJournal(); jerr != nil {
+		err = errors.Join(err, jerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }

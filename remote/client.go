@@ -111,7 +111,11 @@ func Deploy(c *Client, d Deployment, sum string, bin []byte, log io.Writer) erro
 		return nil
 	}
 	if log != nil {
-		fmt.Fprintf(log, "lumina: %s: copying the agent (%d bytes) to %s\n", c.Target, len(bin), d.Bin)
+		what := "the agent"
+		if strings.HasPrefix(path.Base(d.Bin), "lumina-verbs-") {
+			what = "the verbs generator"
+		}
+		fmt.Fprintf(log, "lumina: %s: copying %s (%d bytes) to %s\n", c.Target, what, len(bin), d.Bin)
 	}
 	if _, err := c.Output(d.InstallCommand(), bin); err != nil {
 		return err
@@ -121,7 +125,7 @@ func Deploy(c *Client, d Deployment, sum string, bin []byte, log io.Writer) erro
 		return err
 	}
 	if f := strings.Fields(string(out)); len(f) == 0 || f[0] != sum {
-		return fmt.Errorf("the copied agent %s has hash %q; expected %s", d.Bin, strings.TrimSpace(string(out)), sum)
+		return fmt.Errorf("the copied binary %s has hash %q; expected %s", d.Bin, strings.TrimSpace(string(out)), sum)
 	}
 	return nil
 }
@@ -183,7 +187,7 @@ type AgentConn struct {
 
 // StartAgent starts the agent over a new session and says hello, checking that the host has what the run
 // needs (root, ip, ethtool, the interfaces named).
-func StartAgent(ctx context.Context, c *Client, d Deployment, role string, ifaces []string) (*AgentConn, error) {
+func StartAgent(ctx context.Context, c *Client, d Deployment, role string, hello Hello) (*AgentConn, error) {
 	s, err := c.NewSession()
 	if err != nil {
 		return nil, err
@@ -220,7 +224,7 @@ func StartAgent(ctx context.Context, c *Client, d Deployment, role string, iface
 	var h HelloResult
 	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := a.Call(hctx, &Hello{Ifaces: ifaces}, &h); err != nil {
+	if err := a.Call(hctx, &hello, &h); err != nil {
 		a.Close()
 		return nil, err
 	}

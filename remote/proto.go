@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/lumina-go/lumina/hostnic"
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/live"
@@ -16,7 +17,8 @@ import (
 // The agent protocol: the controller writes one Request per line on the agent's standard input; the agent
 // answers one Response per line on its standard output, in order, and logs to standard error. The operations
 // are a closed set of typed arguments, each validated before anything runs; an agent never runs a shell, and
-// the only commands it executes are the argv lists an operation's Commands method names (ip, ethtool).
+// the only commands it executes are the argv lists an operation's Commands method names (ip, ethtool, and
+// for nic-setup and counters the vendor tools hostnic plans).
 
 // Request is one operation.
 type Request struct {
@@ -54,6 +56,9 @@ const (
 	OpDumpStart     = "dump-start"
 	OpDumpStop      = "dump-stop"
 	OpFetch         = "fetch"
+	OpNICSetup      = "nic-setup"
+	OpNICUndo       = "nic-undo"
+	OpCounters      = "counters"
 )
 
 // newOp returns an empty argument value for a name, or nil for an unknown operation.
@@ -81,13 +86,28 @@ func newOp(name string) Op {
 		return &DumpStop{}
 	case OpFetch:
 		return &Fetch{}
+	case OpNICSetup:
+		return &NICSetup{}
+	case OpNICUndo:
+		return &NICUndo{}
+	case OpCounters:
+		return &Counters{}
+	case OpVerbsServerStart:
+		return &VerbsServerStart{}
+	case OpVerbsServerStop:
+		return &VerbsServerStop{}
+	case OpVerbsClientStart:
+		return &VerbsClientStart{}
+	case OpVerbsClientRun:
+		return &VerbsClientRun{}
 	}
 	return nil
 }
 
 // OpNames lists the operations.
 var OpNames = []string{OpHello, OpIfaceSetup, OpEndpointStart, OpTrafficRun, OpEndpointStop, OpSwitchStart,
-	OpSwitchInstall, OpSwitchStop, OpDumpStart, OpDumpStop, OpFetch}
+	OpSwitchInstall, OpSwitchStop, OpDumpStart, OpDumpStop, OpFetch, OpNICSetup, OpNICUndo, OpCounters,
+	OpVerbsServerStart, OpVerbsServerStop, OpVerbsClientStart, OpVerbsClientRun}
 
 // DecodeRequest reads one request line: a known operation whose arguments have no unknown field and pass
 // validation.
@@ -129,13 +149,23 @@ func checkIface(what, s string) error {
 // root, the commands it will run, the interfaces named.
 type Hello struct {
 	Ifaces []string `json:"ifaces,omitempty"`
+	// Tools are further commands the run will need on this host (the vendor tools of a NIC setup), looked up on
+	// PATH before anything changes.
+	Tools []string `json:"tools,omitempty"`
 }
+
+var toolRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$`)
 
 func (*Hello) Name() string { return OpHello }
 func (o *Hello) Validate() error {
 	for i, f := range o.Ifaces {
 		if err := checkIface(fmt.Sprintf("ifaces[%d]", i), f); err != nil {
 			return err
+		}
+	}
+	for i, t := range o.Tools {
+		if !toolRe.MatchString(t) {
+			return fmt.Errorf("tools[%d] %q is not a command name; expected letters, digits, _ . + - and no path", i, t)
 		}
 	}
 	return nil
@@ -444,4 +474,233 @@ func (*Fetch) Commands() [][]string { return nil }
 type FetchResult struct {
 	Data []byte `json:"data"`
 	EOF  bool   `json:"eof"`
+}
+
+// NICSetup configures the host's RDMA NIC the way hostnic plans it for the vendor (nvidia, intel, rxe): every
+// step is run in order and reported; each change's undo is journaled by the agent as soon as the step is done,
+// and undone by nic-undo or at the end of the session (or by lumina agent --cleanup after a killed agent).
+// NIC.Host names the host in every error.
+type NICSetup struct {
+	NIC hostnic.Config `json:"nic"`
+}
+
+func (*NICSetup) Name() string { return OpNICSetup }
+func (o *NICSetup) Validate() error {
+	_, err := hostnic.Plan(o.NIC)
+	return err
+}
+
+// Steps are the hostnic steps the operation runs, in order (nil when the configuration is invalid).
+func (o *NICSetup) Steps() []hostnic.Step {
+	s, _ := hostnic.Plan(o.NIC)
+	return s
+}
+
+// Commands are the commands the steps run, and the queries that read the state an undo restores.
+func (o *NICSetup) Commands() [][]string {
+	var out [][]string
+	for _, s := range o.Steps() {
+		if s.Op != hostnic.OpRun {
+			continue
+		}
+		if s.Query != nil {
+			out = append(out, s.Query.Argv)
+		}
+		out = append(out, s.Argv)
+	}
+	return out
+}
+
+// NICStep is one hostnic step as the agent ran it: the step on one line (hostnic.Step.String) and what it
+// found (the value read before a write, the state queried before a command).
+type NICStep struct {
+	Step string `json:"step"`
+	Note string `json:"note,omitempty"`
+}
+
+// NICResult lists the steps nic-setup or nic-undo ran.
+type NICResult struct {
+	Steps []NICStep `json:"steps"`
+}
+
+// NICUndo undoes, in reverse order, every change nic-setup made in this session, and drops them from the
+// journal. Undo goes on after a failure and reports every failure.
+type NICUndo struct{}
+
+func (*NICUndo) Name() string         { return OpNICUndo }
+func (*NICUndo) Validate() error      { return nil }
+func (*NICUndo) Commands() [][]string { return nil }
+
+// Counters reads the NIC's counters from their real sources under the vendor's names (hostnic.ReadCounters):
+// sysfs hw_counters (and counters on NVIDIA), rdma statistic, ethtool -S. The result is a hostnic.Snapshot,
+// whose Values are counters.json's start or finish map for the host.
+type Counters struct {
+	NIC hostnic.Config `json:"nic"`
+}
+
+func (*Counters) Name() string { return OpCounters }
+func (o *Counters) Validate() error {
+	if o.NIC.IBDevice == "" {
+		return fmt.Errorf("nic.ib-device is empty; expected the RDMA device whose counters to read")
+	}
+	_, err := hostnic.Plan(o.NIC)
+	return err
+}
+
+// Commands are the two commands ReadCounters runs (the sysfs directories are read, not run).
+func (o *Counters) Commands() [][]string {
+	port := o.NIC.IBPort
+	if port == 0 {
+		port = 1
+	}
+	ifn := o.NIC.IfName
+	if o.NIC.Vendor == hostnic.VendorRxe && o.NIC.Parent != "" {
+		ifn = o.NIC.Parent
+	}
+	return [][]string{{"rdma", "statistic", "show", "link", fmt.Sprintf("%s/%d", o.NIC.IBDevice, port)}, {"ethtool", "-S", ifn}}
+}
+
+// The verbs traffic generator (lumina-verbs, package verbs, built with -tags verbs and cgo against the host's
+// libibverbs) drives a real RNIC. The controller deploys it by hash next to the agent (agent/lumina-verbs-SUM);
+// an agent never builds it and runs nothing else under that name: a missing or different binary is an error.
+// The generator reports its connections' QPNs and PSNs to a control listener of the requester's agent, which
+// hands them to the controller (verbs-client-start); the controller installs the switch with them
+// (switch-install) and only then lets the traffic go (verbs-client-run): the agent channel is the one path of
+// the metadata, as it is for the software RNICs.
+const (
+	OpVerbsServerStart = "verbs-server-start"
+	OpVerbsServerStop  = "verbs-server-stop"
+	OpVerbsClientStart = "verbs-client-start"
+	OpVerbsClientRun   = "verbs-client-run"
+)
+
+// VerbsPort is the TCP port the responder's generator listens on for the requester's connection setup.
+const VerbsPort = 18515
+
+var (
+	sumRe   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	ibdevRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+)
+
+// VerbsBinName is the deployed generator's file name, next to the agent.
+func VerbsBinName(sum string) string { return "lumina-verbs-" + sum }
+
+// verbsCommon are the arguments both sides share.
+type verbsCommon struct {
+	SHA256    string `json:"sha256"`
+	Device    string `json:"device"`
+	GIDIndex  int    `json:"gid_index"`
+	TimeoutMs int64  `json:"timeout_ms"`
+}
+
+func (o *verbsCommon) validate() error {
+	if !sumRe.MatchString(o.SHA256) {
+		return fmt.Errorf("sha256 %q; expected the deployed lumina-verbs binary's SHA-256 (64 lowercase hex digits)", o.SHA256)
+	}
+	if !ibdevRe.MatchString(o.Device) {
+		return fmt.Errorf("device %q is not an RDMA device name; expected letters, digits, _ . - (e.g. mlx5_0, irdma0, rxe0)", o.Device)
+	}
+	if o.GIDIndex < -1 || o.GIDIndex > 255 {
+		return fmt.Errorf("gid_index %d; expected -1 (from the address) or 0..255", o.GIDIndex)
+	}
+	if o.TimeoutMs < 1000 || o.TimeoutMs > 3_600_000 {
+		return fmt.Errorf("timeout_ms %d; expected 1000..3600000", o.TimeoutMs)
+	}
+	return nil
+}
+
+func (o *verbsCommon) args(mode string) []string {
+	return []string{VerbsBinName(o.SHA256), mode, "--device", o.Device, "--gid-index", strconv.Itoa(o.GIDIndex),
+		"--timeout", strconv.FormatInt(o.TimeoutMs, 10) + "ms"}
+}
+
+// VerbsServerStart starts the generator's server on the responder, listening on Listen (the responder's data
+// address) for the requester's connection setup.
+type VerbsServerStart struct {
+	verbsCommon
+	Listen netip.AddrPort `json:"listen"`
+}
+
+func (*VerbsServerStart) Name() string { return OpVerbsServerStart }
+func (o *VerbsServerStart) Validate() error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if !o.Listen.IsValid() {
+		return fmt.Errorf("listen %v; expected the responder's data address and port", o.Listen)
+	}
+	return nil
+}
+func (o *VerbsServerStart) Commands() [][]string {
+	return [][]string{append(o.args("server"), "--listen", o.Listen.String())}
+}
+
+// VerbsServerStop waits (at most LimitMs) for the server to end after the client said done, and returns its
+// output.
+type VerbsServerStop struct {
+	LimitMs int64 `json:"limit_ms"`
+}
+
+func (*VerbsServerStop) Name() string { return OpVerbsServerStop }
+func (o *VerbsServerStop) Validate() error {
+	if o.LimitMs < 1 || o.LimitMs > 3_600_000 {
+		return fmt.Errorf("limit_ms %d; expected 1..3600000", o.LimitMs)
+	}
+	return nil
+}
+func (*VerbsServerStop) Commands() [][]string { return nil }
+
+// VerbsClientStart starts the generator's client on the requester with the effective scenario (its traffic
+// section is the job), connects it to the server, and answers with the connections' runtime metadata once the
+// generator reports it to the agent's control listener (127.0.0.1, a free port). The traffic waits for
+// verbs-client-run.
+type VerbsClientStart struct {
+	verbsCommon
+	Connect      netip.AddrPort `json:"connect"`
+	ScenarioYAML string         `json:"scenario_yaml"`
+}
+
+// VerbsJobFile is the scenario the client reads, in the agent's run directory.
+const VerbsJobFile = "verbs-job.yaml"
+
+func (*VerbsClientStart) Name() string { return OpVerbsClientStart }
+func (o *VerbsClientStart) Validate() error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if !o.Connect.IsValid() {
+		return fmt.Errorf("connect %v; expected the responder's data address and port", o.Connect)
+	}
+	if o.ScenarioYAML == "" {
+		return fmt.Errorf("scenario_yaml is empty; expected the effective scenario")
+	}
+	return nil
+}
+func (o *VerbsClientStart) Commands() [][]string {
+	return [][]string{append(o.args("client"), "--connect", o.Connect.String(), "--job", "RUNDIR/"+VerbsJobFile,
+		"--control", "127.0.0.1:PORT")}
+}
+
+// VerbsClientRun answers the generator's control message with "ready" (the start barrier: the switch is
+// installed), waits at most LimitMs for the traffic to end and returns the generator's report.
+type VerbsClientRun struct {
+	Entries int   `json:"entries"`
+	LimitMs int64 `json:"limit_ms"`
+}
+
+func (*VerbsClientRun) Name() string { return OpVerbsClientRun }
+func (o *VerbsClientRun) Validate() error {
+	if o.LimitMs < 1 || o.LimitMs > 3_600_000 {
+		return fmt.Errorf("limit_ms %d; expected 1..3600000", o.LimitMs)
+	}
+	return nil
+}
+func (*VerbsClientRun) Commands() [][]string { return nil }
+
+// VerbsResult is a generator's end: its JSON output (the client's verbs.Report, the server's bye), its exit
+// status and the end of its standard error.
+type VerbsResult struct {
+	Output json.RawMessage `json:"output,omitempty"`
+	Exit   int             `json:"exit"`
+	Log    string          `json:"log,omitempty"`
 }

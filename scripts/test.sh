@@ -72,7 +72,8 @@ done
 rm -f "$fuzzlog"
 step "Soft-RoCE in a VM (rxe-vm testbed: real rdma_rxe under qemu, our switch and dumpers in the middle)"
 # Builds (or reuses the cached) Debian guest, runs examples/rxe-vm-write-drop.yaml and checks the NAK, the
-# go-back-N retransmission, the integrity check and every ICRC. Set SKIP_RXE_VM=1 to leave it out locally.
+# go-back-N retransmission, the integrity check and every ICRC; with the verbs generator, again with it and
+# through testbed remote (the guest's sshd mode, hostnic). Set SKIP_RXE_VM=1 to leave it out locally.
 if [ -z "${SKIP_RXE_VM:-}" ]; then
 	timeout 1200 bash scripts/rxe-vm/ci.sh
 fi

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lumina-go/lumina/hostnic"
 	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/lab"
 	"github.com/lumina-go/lumina/live"
@@ -57,6 +58,22 @@ type remotePlan struct {
 	limit    time.Duration
 	cfg      lab.Config
 	rec      *recorder
+	// real is the real-RNIC path (nic.ib-device on requester and responder); nil = software RNICs.
+	real *realPlan
+}
+
+// realPlan is what a run on real RNICs does beyond the switch and the dumpers: hostnic's NIC setup on both
+// ends, counter snapshots before and after, the verbs generator (deployed by hash) and the NIC's undo.
+type realPlan struct {
+	verbsBin, verbsSum string
+	nic                [2]hostnic.Config // requester, responder
+	setup              []step            // nic-setup on the responder, then the requester
+	counters           [2]step           // counters on the requester, the responder
+	server             step              // verbs-server-start on the responder
+	client             step              // verbs-client-start on the requester: the connections' metadata
+	run                step              // verbs-client-run: the start barrier lifted, the traffic
+	serverStop         step              // verbs-server-stop
+	undo               []step            // nic-undo on the requester, the responder
 }
 
 const (
@@ -70,6 +87,10 @@ const (
 type RemoteOptions struct {
 	// AgentBinary is the lumina executable copied to the hosts (default: this executable).
 	AgentBinary string
+	// VerbsBinary is the verbs traffic generator (lumina-verbs, built with -tags verbs and cgo for the hosts'
+	// libibverbs) copied to the requester and responder when they name an RDMA device (nic.ib-device).
+	// Default: $LUMINA_VERBS_BINARY. It is never built on a host.
+	VerbsBinary string
 }
 
 // InvalidRunError is a run that started and could not finish (a remote host or agent failed, or the run was
@@ -81,6 +102,9 @@ type InvalidRunError struct {
 	// Dir is the staging directory with the partial results (set by Run).
 	Dir string
 }
+
+// EnvVerbsBinary names the lumina-verbs binary when RemoteOptions.VerbsBinary (--verbs-binary) is empty.
+const EnvVerbsBinary = "LUMINA_VERBS_BINARY"
 
 func (e *InvalidRunError) Error() string { return e.Reason }
 
@@ -136,9 +160,6 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 		} else if strings.Trim(h.SwitchPort, "0123456789") == "" {
 			bad("%s.nic.switch-port %s is a Tofino port number; the remote testbed's switch is a Linux host: expected its interface name", h.Role, h.SwitchPort)
 		}
-		if h.IBDevice != "" {
-			bad("%s.nic.ib-device %s: this version drives software RNICs on nic.if-name; the hardware RNIC traffic path over the agent is not built yet (remove ib-device)", h.Role, h.IBDevice)
-		}
 	}
 	seen := map[string]string{}
 	for _, h := range hosts {
@@ -149,6 +170,9 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 			bad("%s.nic.switch-port %s is also %s's; expected one switch interface per host", h.Role, h.SwitchPort, o)
 		}
 		seen[h.SwitchPort] = h.Role
+	}
+	if (r.Requester.IBDevice == "") != (r.Responder.IBDevice == "") {
+		bad("requester.nic.ib-device %q and responder.nic.ib-device %q: expected both (real RNICs, the verbs generator) or neither (software RNICs on nic.if-name)", r.Requester.IBDevice, r.Responder.IBDevice)
 	}
 	ips := map[netip.Addr]bool{}
 	for _, p := range sc.Requester.NIC.IPList {
@@ -242,6 +266,12 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Requester.IBDevice != "" {
+		if err := p.planReal(sc, opts, mtu); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	add(hostResp, &remote.IfaceSetup{Iface: r.Responder.IfName, MTU: mtu, OffloadOff: true, Promisc: true})
 	add(hostResp, &remote.EndpointStart{Iface: r.Responder.IfName, Profile: respProf, ProfileYAML: respYAML, Spec: tp.Responder})
 	add(hostReq, &remote.IfaceSetup{Iface: r.Requester.IfName, MTU: mtu, OffloadOff: true, Promisc: true})
@@ -275,6 +305,24 @@ func (p *remotePlan) ifaces(i int) []string {
 			out = append(out, o.Iface)
 		}
 	}
+	if p.real != nil && (i == hostReq || i == hostResp) {
+		out = append(out, p.real.nic[i].IfName)
+	}
+	return out
+}
+
+// tools are the commands the NIC setup on host i looks up (hostnic's lookpath steps): the agent's hello checks
+// them before anything changes.
+func (p *remotePlan) tools(i int) []string {
+	if p.real == nil || (i != hostReq && i != hostResp) {
+		return nil
+	}
+	var out []string
+	for _, s := range (&remote.NICSetup{NIC: p.real.nic[i]}).Steps() {
+		if s.Op == hostnic.OpLookPath && len(s.Argv) > 0 && !slices.Contains(out, s.Argv[0]) {
+			out = append(out, s.Argv[0])
+		}
+	}
 	return out
 }
 
@@ -293,6 +341,9 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 	fmt.Fprintf(w, "# lumina run --dry-run %s: testbed remote, run %s, agent %s (sha256 %s)\n", sc.Path, p.runID, p.agentBin, p.agentSum)
 	fmt.Fprintf(w, "# results would go to %s; connections, PSNs and messages counted from %d (index-base)\n", opts.OutDir, sc.IndexBase)
 	steps := append(append([]step{}, p.setup...), append([]step{p.install, p.traffic}, p.stop...)...)
+	if p.real != nil {
+		steps = p.realOrder()
+	}
 	for i, h := range p.hosts {
 		d := h.deploy
 		kh := h.target.KnownHosts
@@ -302,8 +353,15 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 		fmt.Fprintf(w, "\nhost %s: ssh %s (key %s, host key checked against %s)\n", h.role, h.target, orAgent(h.target.KeyFile), kh)
 		fmt.Fprintf(w, "  deploy: %s\n  deploy: %s\n  deploy (when missing or different): %s  < %s\n",
 			remote.ArchCommand(), d.HashCommand(), d.InstallCommand(), p.agentBin)
+		if p.real != nil && (i == hostReq || i == hostResp) {
+			fmt.Fprintf(w, "  %s\n", describeVerbs(p.real, d))
+		}
 		fmt.Fprintf(w, "  agent:  %s\n", d.AgentCommand())
-		fmt.Fprintf(w, "  op hello ifaces=%v (checks root, ip, ethtool and the interfaces before any change)\n", p.ifaces(i))
+		if t := p.tools(i); len(t) > 0 {
+			fmt.Fprintf(w, "  op hello ifaces=%v tools=%v (checks root, ip, ethtool, the NIC setup's tools and the interfaces before any change)\n", p.ifaces(i), t)
+		} else {
+			fmt.Fprintf(w, "  op hello ifaces=%v (checks root, ip, ethtool and the interfaces before any change)\n", p.ifaces(i))
+		}
 		for _, s := range steps {
 			if s.host != i {
 				continue
@@ -316,6 +374,12 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 				}
 				fmt.Fprintf(w, " (the state to restore, journaled before each change)\n")
 			}
+			if p.real != nil {
+				dryRunReal(w, s)
+			}
+			if _, ok := s.op.(*remote.NICSetup); ok {
+				continue // its steps name every command
+			}
 			for _, c := range s.op.Commands() {
 				fmt.Fprintf(w, "    exec %s\n", strings.Join(c, " "))
 			}
@@ -324,6 +388,11 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 			fmt.Fprintf(w, "  op fetch file=%s (in chunks of at most %d bytes, checked by SHA-256)\n", remote.DumpFile, remote.MaxFetch)
 		}
 		fmt.Fprintf(w, "  end of session: the agent stops what it started, undoes its changes in reverse order, removes %s\n", d.RunDir)
+	}
+	if p.real != nil {
+		fmt.Fprintf(w, "\norder: %d setup operations (switch, dumpers), nic-setup (responder, requester), counters (start), verbs-server-start, verbs-client-start (the connections' QPNs and PSNs), switch-install with them (the start barrier), verbs-client-run (at most %s), verbs-server-stop, counters (finish), switch-stop, dump-stop and fetch, nic-undo\n",
+			len(p.setup), p.limit)
+		return nil
 	}
 	fmt.Fprintf(w, "\norder: %d setup operations (switch, dumpers, responder, requester), switch-install (the start barrier), traffic-run (at most %s), then endpoint-stop, switch-stop, dump-stop and fetch\n",
 		len(p.setup), p.limit)
@@ -359,6 +428,16 @@ func opSummary(op remote.Op) string {
 		return fmt.Sprintf("conns=%d %s", len(o.Conns), b.String())
 	case *remote.TrafficRun:
 		return fmt.Sprintf("limit_ms=%d", o.LimitMs)
+	case *remote.NICSetup:
+		return fmt.Sprintf("vendor=%s if-name=%s ib-device=%s/%d ip-list=%v mtu=%d", o.NIC.Vendor, o.NIC.IfName, o.NIC.IBDevice, max(o.NIC.IBPort, 1), o.NIC.IPs, o.NIC.MTU)
+	case *remote.Counters:
+		return fmt.Sprintf("ib-device=%s/%d (start and finish snapshots)", o.NIC.IBDevice, max(o.NIC.IBPort, 1))
+	case *remote.VerbsServerStart:
+		return fmt.Sprintf("device=%s listen=%s", o.Device, o.Listen)
+	case *remote.VerbsClientStart:
+		return fmt.Sprintf("device=%s connect=%s (returns the connections' QPNs and PSNs)", o.Device, o.Connect)
+	case *remote.VerbsClientRun:
+		return fmt.Sprintf("limit_ms=%d (answers the generator ready: the start barrier)", o.LimitMs)
 	}
 	return ""
 }
@@ -382,6 +461,13 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the agent binary: %w", err)
 	}
+	var verbsBytes []byte
+	if p.real != nil {
+		var vsum string
+		if vsum, verbsBytes, err = remote.FileSHA256(p.real.verbsBin); err != nil || vsum != p.real.verbsSum {
+			return nil, badInputf("%s: testbed remote: the verbs generator %s changed or is unreadable since it was planned (%v)", sc.Path, p.real.verbsBin, err)
+		}
+	}
 	// Connect, deploy and start every agent in parallel.
 	clients := make([]*remote.Client, len(p.hosts))
 	agents := make([]*remote.AgentConn, len(p.hosts))
@@ -399,7 +485,13 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 				errs[i] = &remote.HostError{Host: h.target.String(), Step: "deploying the agent", Env: true, Err: err}
 				return
 			}
-			a, err := remote.StartAgent(ctx, c, h.deploy, h.role, p.ifaces(i))
+			if p.real != nil && (i == hostReq || i == hostResp) {
+				if err := remote.Deploy(c, verbsDeployment(h.deploy, p.real.verbsSum), p.real.verbsSum, verbsBytes, log); err != nil {
+					errs[i] = &remote.HostError{Host: h.target.String(), Step: "deploying the verbs generator lumina-verbs", Env: true, Err: err}
+					return
+				}
+			}
+			a, err := remote.StartAgent(ctx, c, h.deploy, h.role, remote.Hello{Ifaces: p.ifaces(i), Tools: p.tools(i)})
 			if err != nil {
 				errs[i] = &remote.HostError{Host: h.target.String(), Step: "starting the agent", Env: true, Err: err}
 				return
@@ -439,8 +531,9 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	// with its name instead of hanging it; a dead connection is found by the keepalives sooner.
 	call := func(s step, res any) error {
 		d := time.Minute
-		if _, ok := s.op.(*remote.TrafficRun); ok {
-			d = p.limit + 30*time.Second
+		switch s.op.(type) {
+		case *remote.TrafficRun, *remote.VerbsClientStart, *remote.VerbsClientRun:
+			d = p.limit + time.Minute
 		}
 		cctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
@@ -461,6 +554,13 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		if err := call(s, nil); err != nil {
 			return invalid(err)
 		}
+	}
+	if p.real != nil {
+		rr, err := p.runReal(ctx, sc, opts, agents, call, log)
+		if err != nil {
+			return invalid(err)
+		}
+		return rr, nil
 	}
 	var inst remote.InstallResult
 	if err := call(p.install, &inst); err != nil {
@@ -483,28 +583,11 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	time.Sleep(10 * time.Millisecond)
 	fmt.Fprintf(log, "lumina: remote run %s: traffic done; fetching the dumps\n", p.runID)
 	res := &live.NetnsResult{Status: swRes.Status}
-	for i, s := range p.stop[2:] {
-		var dr remote.DumpResult
-		if err := call(s, &dr); err != nil {
-			return invalid(err)
-		}
-		path := filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i))
-		f, err := os.Create(path)
-		if err != nil {
-			return nil, fmt.Errorf("writing results: %w", err)
-		}
-		err = agents[s.host].FetchFile(ctx, dr.File, dr.Size, dr.SHA256, f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return invalid(fmt.Errorf("%s: fetching the dump: %w", p.hosts[s.host].target, err))
-		}
-		if err := writeJSON(filepath.Join(opts.OutDir, resultsdir.DirDump), fmt.Sprintf("dumper-%d.stats.json", i), dr.Stats); err != nil {
-			return nil, err
-		}
-		res.Dumps = append(res.Dumps, live.DumpFile{Path: path, Stats: dr.Stats})
+	dumps, err := p.fetchDumps(ctx, opts, agents, call)
+	if err != nil {
+		return invalid(err)
 	}
+	res.Dumps = dumps
 	for _, e := range []string{reqRes.Error, respRes.Error, swRes.Error} {
 		if e != "" {
 			return invalid(errors.New(e))
@@ -550,6 +633,39 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		return int(conn[seq-1]), int(iter[seq-1]), true
 	}}, nil
+}
+
+// fetchDumps stops every dumper and fetches its pcap into the results' dump directory.
+func (p *remotePlan) fetchDumps(ctx context.Context, opts Options, agents []*remote.AgentConn, call func(step, any) error) ([]live.DumpFile, error) {
+	var dumps []live.DumpFile
+	i := 0
+	for _, s := range p.stop {
+		if _, ok := s.op.(*remote.DumpStop); !ok {
+			continue
+		}
+		var dr remote.DumpResult
+		if err := call(s, &dr); err != nil {
+			return nil, err
+		}
+		path := filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i))
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, fmt.Errorf("writing results: %w", err)
+		}
+		err = agents[s.host].FetchFile(ctx, dr.File, dr.Size, dr.SHA256, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: fetching the dump: %w", p.hosts[s.host].target, err)
+		}
+		if err := writeJSON(filepath.Join(opts.OutDir, resultsdir.DirDump), fmt.Sprintf("dumper-%d.stats.json", i), dr.Stats); err != nil {
+			return nil, err
+		}
+		dumps = append(dumps, live.DumpFile{Path: path, Stats: dr.Stats})
+		i++
+	}
+	return dumps, nil
 }
 
 // RemoteRawDir is the results subdirectory with the switch's full status (ports, rings, transmit statistics)

@@ -476,7 +476,7 @@ func verbsResults(sc *scenario.Scenario, rep VerbsReport) ([]resultsdir.ConnReco
 		req, err1 := netip.ParseAddr(c.ReqIP)
 		resp, err2 := netip.ParseAddr(c.RespIP)
 		if err := errors.Join(err1, err2); err != nil {
-			return nil, nil, fmt.Errorf("rxe-vm testbed: the verbs generator's connection %d: %w", c.Index, err)
+			return nil, nil, fmt.Errorf("the verbs generator's connection %d: %w", c.Index, err)
 		}
 		conns[i] = resultsdir.ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: req, ResponderIP: resp,
 			RequesterQPN: c.ReqQPN, ResponderQPN: c.RespQPN, RequesterIPSN: c.ReqIPSN, ResponderIPSN: c.RespIPSN,

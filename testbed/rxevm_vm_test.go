@@ -15,6 +15,7 @@ import (
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 // TestRxeVMWriteDrop runs examples/rxe-vm-write-drop.yaml on real Soft-RoCE in a qemu guest (needs root,
@@ -93,7 +94,14 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := o.Doc
+	rxeVMCheckDrop(t, out, o.Doc)
+	return out
+}
+
+// rxeVMCheckDrop checks the results of the drop ((qp 1, psn 5, iter 1) of a WRITE) on rxe: integrity, every
+// ICRC good, the NAK and the go-back-N resend, the expectations.
+func rxeVMCheckDrop(t *testing.T, out string, doc *verdict.Document) {
+	t.Helper()
 	if !doc.Integrity.OK {
 		t.Fatalf("integrity check failed: %+v", doc.Integrity.Checks)
 	}
@@ -163,7 +171,6 @@ func rxeVMDrop(t *testing.T, path, outSuffix string) string {
 			t.Errorf("expectation failed: %+v", e)
 		}
 	}
-	return out
 }
 
 type testWriter struct{ t *testing.T }

@@ -33,7 +33,7 @@ func newAgentCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 				return string(out), nil
 			}
 			if cleanup != "" {
-				if err := remote.Cleanup(cleanup, run); err != nil {
+				if err := remote.Cleanup(cleanup, run, nil); err != nil {
 					return fail(1, err)
 				}
 				return nil

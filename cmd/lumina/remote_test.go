@@ -49,3 +49,43 @@ func TestRunDryRunRemote(t *testing.T) {
 		t.Errorf("agent without a directory: exit %d: %s", code, stderr)
 	}
 }
+
+// Real RNICs (nic.ib-device): --verbs-binary names the generator, and the dry run shows hostnic's steps on
+// each end; without it the run exits 2 saying how to give it.
+func TestRunDryRunRemoteRealNIC(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	kh := filepath.Join(dir, "known_hosts")
+	os.WriteFile(key, []byte("x"), 0o600)
+	os.WriteFile(kh, nil, 0o600)
+	vb := filepath.Join(dir, "lumina-verbs")
+	os.WriteFile(vb, []byte("not run by a dry run"), 0o755)
+	host := func(ip, nic string) string {
+		return "  control-ip: " + ip + "\n  username: root\n  ssh-key-filepath: " + key + "\n  known-hosts: " + kh + "\n" + nic
+	}
+	y := "testbed: remote\nindex-base: 1\nseed: 3\n" +
+		"requester:\n" + host("192.0.2.1", "  nic: {type: rxe, ip-list: [10.0.0.2/24], if-name: eth0, ib-device: rxe0, switch-port: sw0}\n") +
+		"responder:\n" + host("192.0.2.2", "  nic: {type: rxe, ip-list: [10.0.0.3/24], if-name: eth0, ib-device: rxe1, switch-port: sw1}\n") +
+		"switch:\n" + host("192.0.2.3", "") +
+		"requester-mirror:\n" + host("192.0.2.4", "  nic: {if-name: eth1, switch-port: sw2}\n") +
+		"traffic: {num-connections: 1, num-msgs-per-qp: 2, data-pkt-events: [{qpn: 1, psn: 3, type: drop, iter: 1}]}\n"
+	p := writeFile(t, "remote-rxe.yaml", y)
+	t.Setenv("LUMINA_VERBS_BINARY", "")
+	code, stdout, stderr := lumina(t, "run", "--dry-run", "--verbs-binary", vb, p)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, w := range []string{
+		"step responder (root@192.0.2.2:22): create the Soft-RoCE device rxe1 on eth0: rdma link add rxe1 type rxe netdev eth0 [undo: rdma link delete rxe1]",
+		"op verbs-server-start device=rxe1 listen=10.0.0.3:18515",
+		"(lumina-verbs, sha256 ",
+	} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("dry run lacks %q:\n%s", w, stdout)
+		}
+	}
+	code, _, stderr = lumina(t, "run", "--dry-run", p)
+	if code != 2 || !strings.Contains(stderr, "--verbs-binary PATH or LUMINA_VERBS_BINARY=PATH") {
+		t.Errorf("no generator: exit %d: %s", code, stderr)
+	}
+}

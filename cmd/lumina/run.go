@@ -22,11 +22,12 @@ import (
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		out     string
-		seed    uint64
-		jsonOut bool
-		quiet   bool
-		dryRun  bool
+		out      string
+		seed     uint64
+		jsonOut  bool
+		quiet    bool
+		dryRun   bool
+		verbsBin string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml",
@@ -57,7 +58,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				out = filepath.Join("results", name)
 			}
 			if dryRun {
-				if err := testbed.DryRun(sc, testbed.Options{OutDir: out}, stdout); err != nil {
+				if err := testbed.DryRun(sc, testbed.Options{OutDir: out, Remote: testbed.RemoteOptions{VerbsBinary: verbsBin}}, stdout); err != nil {
 					return fail(exitBadArgs, err) // no run, no verdict: never a check failure
 				}
 				return nil
@@ -95,7 +96,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 			// The testbed writes a staging directory; the verdict stage judges it there (Finish), so that
 			// analysis.json is part of the results directory moved into place whole.
 			var o *verdict.Outcome
-			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress,
+			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress, Remote: testbed.RemoteOptions{VerbsBinary: verbsBin},
 				Staged: func(d string) { staging.Store(d) },
 				Finish: func(d string) (err error) {
 					o, err = verdict.Judge(d, sc)
@@ -136,6 +137,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "override the scenario's seed")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the analysis as JSON instead of the summary")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on long runs")
+	cmd.Flags().StringVar(&verbsBin, "verbs-binary", "", "testbed remote on real RNICs (nic.ib-device): the lumina-verbs generator copied to the requester and responder (default $"+testbed.EnvVerbsBinary+"; built once with -tags verbs, never on the hosts)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print, host by host, every operation and command a remote run would execute; connect to nothing, write nothing")
 	return cmd
 }

@@ -7,7 +7,8 @@
 #
 # Outputs (in the cache directory, default ~/.cache/lumina/rxe-vm or $LUMINA_RXE_CACHE):
 #   vmlinuz            the guest kernel (a Debian kernel whose rxe has per-network-namespace sockets)
-#   base.cpio.zst      root file system + rxe modules (rdma-core, perftest, iproute2, ethtool, kmod, tcpdump)
+#   base.cpio.zst      root file system + rxe modules (rdma-core, perftest, iproute2, ethtool, kmod, tcpdump,
+#                      openssh-server for the remote testbed's sshd mode)
 #   bin/lumina         our switch and dumper, static (CGO_ENABLED=0)
 #   bin/lumina-verbs   the verbs traffic generator (cgo, libibverbs), unless --no-verbs or it cannot build
 #
@@ -165,7 +166,7 @@ fi
 moddir=$(find "$cache/kernel" -type d -path '*/modules/*' -name "$abi" | head -1)
 
 # --- root file system -----------------------------------------------------------------------------------------
-rootfs_pkgs=rdma-core,ibverbs-providers,ibverbs-utils,libibverbs1,perftest,iproute2,ethtool,kmod,tcpdump,procps,iputils-ping
+rootfs_pkgs=rdma-core,ibverbs-providers,ibverbs-utils,libibverbs1,perftest,iproute2,ethtool,kmod,tcpdump,procps,iputils-ping,openssh-server
 rootfs() {
 	need_root "debootstrap"
 	rm -rf "$cache/rootfs.tmp"
@@ -181,7 +182,7 @@ else
 fi
 
 # --- initramfs: root file system + the modules rxe and the testbed need ----------------------------------------
-modules="rdma_rxe ib_uverbs rdma_ucm veth virtio_blk virtio_pci sch_netem af_packet"
+modules="rdma_rxe ib_uverbs rdma_ucm veth virtio_blk virtio_pci virtio_net sch_netem af_packet"
 base() {
 	local st=$cache/stage
 	rm -rf "$st" && mkdir -p "$st"

@@ -5,7 +5,10 @@
 # that the trace passes the integrity check, that every ICRC is valid and that the analyzers report the NACK
 # generation and reaction latencies. When the verbs generator built (libibverbs-dev on the host), the same drop
 # runs again with it (examples/rxe-vm-verbs-write-drop.yaml, TestRxeVMVerbsWriteDrop): the switch configured
-# through the control plane instead of learning, and the generator's MCTs in traffic.json. Budget: under 10 minutes on 2 cores including a cold build.
+# through the control plane instead of learning, and the generator's MCTs in traffic.json; and once more through
+# testbed remote (TestRxeVMRemoteWriteDrop): the guest in sshd mode, lumina's agents in the roles' namespaces
+# over SSH, hostnic creating the rxe devices and reading their counters, the generator's QPNs and PSNs sent
+# to the switch over the agent channel. Budget: under 10 minutes on 2 cores including a cold build.
 #
 #   scripts/rxe-vm/ci.sh [--keep DIR]     (DIR keeps the results directory)
 #
@@ -45,9 +48,9 @@ cd "$repo"
 tlog=$(mktemp)
 tests='TestRxeVMWriteDrop$'
 if [ -f "$cache/bin/lumina-verbs" ]; then
-	tests='TestRxeVM(Verbs)?WriteDrop$'
+	tests='TestRxeVM(Verbs|Remote)?WriteDrop$'
 else
-	echo "ci.sh: WARNING: no verbs generator in $cache/bin (see build.sh's output): its test does not run"
+	echo "ci.sh: WARNING: no verbs generator in $cache/bin (see build.sh's output): its tests (verbs, remote) do not run"
 fi
 set +e
 LUMINA_RXE_NO_BUILD=1 LUMINA_RXE_CACHE=$cache LUMINA_RXE_OUT=$out \
@@ -56,12 +59,12 @@ rc=$?
 set -e
 grep -E -- '--- |^(ok|FAIL|PASS)|packets,|NACK gen|MCTs|run.sh|guest: |rror|want' "$tlog" || true
 echo "ci.sh: run took $(( $(date +%s) - tb )) s; total $(( $(date +%s) - t0 )) s; results in $out"
-for a in "$out/perftest/analysis.json" "$out/verbs/analysis.json"; do
+for a in "$out/perftest/analysis.json" "$out/verbs/analysis.json" "$out/remote/analysis.json"; do
 	[ -f "$a" ] || continue
 	python3 - "$a" <<'PY' || true
 import json, sys
 d = json.load(open(sys.argv[1]))
-print("ci.sh:", sys.argv[1].split("/")[-2] == "verbs" and "verbs generator:" or "perftest:", "verdict", d["verdict"], "| integrity", d["integrity"]["ok"],
+print("ci.sh:", {"verbs": "verbs generator:", "remote": "testbed remote (verbs generator):"}.get(sys.argv[1].split("/")[-2], "perftest:"), "verdict", d["verdict"], "| integrity", d["integrity"]["ok"],
       "| checks", ", ".join(f'{c["analyzer"]}={c["ok"]}' for c in d["checks"]))
 for r in d["retransmissions"]:
     print(f'ci.sh: retransmission qp {r["qp"]} psn {r["psn"]} trigger {r["trigger"]} '

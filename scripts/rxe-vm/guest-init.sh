@@ -48,8 +48,14 @@ run() {
 
 [ -f /lumina/job/job.env ] || fail "job" "no /lumina/job/job.env in the initramfs"
 . /lumina/job/job.env
-: "${REQ_IPS:?}" "${RESP_IPS:?}" "${TOOL:?}" "${DUMPERS:=1}" "${VETH_MTU:=1500}" "${TRAFFIC_TIMEOUT:=120}"
-log "kernel $(uname -r), $(nproc) CPUs, job: tool=$TOOL verb=$VERB qps=$QPS msgs=$MSGS size=$SIZE mtu=$MTU dumpers=$DUMPERS"
+MODE=${MODE:-job}
+if [ "$MODE" = sshd ]; then
+	: "${DUMPERS:=1}" "${VETH_MTU:=1500}" "${SSHD_TIMEOUT:=600}"
+	log "kernel $(uname -r), $(nproc) CPUs, mode sshd: the roles' namespaces wait for lumina's agents over SSH (at most ${SSHD_TIMEOUT}s)"
+else
+	: "${REQ_IPS:?}" "${RESP_IPS:?}" "${TOOL:?}" "${DUMPERS:=1}" "${VETH_MTU:=1500}" "${TRAFFIC_TIMEOUT:=120}"
+	log "kernel $(uname -r), $(nproc) CPUs, job: tool=$TOOL verb=$VERB qps=$QPS msgs=$MSGS size=$SIZE mtu=$MTU dumpers=$DUMPERS"
+fi
 
 echo 1 >/proc/sys/kernel/sysrq
 run "modules" 60 modprobe -a rdma_rxe ib_uverbs rdma_ucm veth virtio_blk
@@ -78,6 +84,49 @@ for i in $(seq 0 $((DUMPERS - 1))); do
 	veth "d$i" eth0 sw "sw-d$i"
 	dumpifs+=(--dumper "sw-d$i")
 done
+if [ "$MODE" = sshd ]; then
+	# sshd mode (testbed remote against this guest): the same cabling, nothing configured on the RNIC side.
+	# Each role's namespace runs its own sshd on a management link from the initial namespace (10.99.K.2,
+	# K = 1 req, 2 resp, 3 sw, 4.. dumpers), so that an agent started over SSH lives in its role's namespace
+	# with nothing to select; the initial namespace's sshd (reached from the host through qemu's user network,
+	# hostfwd to port 22) is the jump host. lumina's agents set up rxe (hostnic), the switch and the dumpers.
+	# The host keys and the authorized key come with the job (/lumina/job/ssh: host_key, authorized_keys).
+	run "modules (sshd)" 30 modprobe -a virtio_net
+	[ -f /lumina/job/ssh/host_key ] && [ -f /lumina/job/ssh/authorized_keys ] ||
+		fail "sshd" "no /lumina/job/ssh/host_key or authorized_keys in the job"
+	mkdir -p /run/sshd /root/.ssh /etc/lumina-ssh
+	chmod 700 /root/.ssh /etc/lumina-ssh
+	install -m 0600 /lumina/job/ssh/host_key /etc/lumina-ssh/host_key
+	install -m 0600 /lumina/job/ssh/authorized_keys /root/.ssh/authorized_keys
+	ssh_opts=(-h /etc/lumina-ssh/host_key -o PermitRootLogin=prohibit-password -o PasswordAuthentication=no
+		-o UsePAM=no -o AllowTcpForwarding=yes -o PrintMotd=no -o MaxStartups=64 -o MaxSessions=64)
+	nic=$(ls /sys/class/net | grep -v -x -e lo -e 'sw-.*' | head -1)
+	[ -n "$nic" ] || fail "sshd" "no network interface from qemu (virtio-net)"
+	ip link set "$nic" up
+	ip addr add 10.0.2.15/24 dev "$nic"
+	ip route add default via 10.0.2.2
+	k=1
+	for ns in req resp sw $(seq -f 'd%g' 0 $((DUMPERS - 1))); do
+		run "management link $ns" 10 ip link add "m-$ns" type veth peer name mgmt netns "$ns"
+		ip addr add "10.99.$k.1/24" dev "m-$ns"
+		ip link set "m-$ns" up
+		ip -n "$ns" addr add "10.99.$k.2/24" dev mgmt
+		ip -n "$ns" link set mgmt up
+		run "sshd $ns" 10 ip netns exec "$ns" /usr/sbin/sshd "${ssh_opts[@]}" -o ListenAddress="10.99.$k.2" \
+			-o PidFile="/run/sshd-$ns.pid"
+		k=$((k + 1))
+	done
+	run "sshd" 10 /usr/sbin/sshd "${ssh_opts[@]}" -o ListenAddress=0.0.0.0 -o PidFile=/run/sshd.pid
+	log "sshd up: jump host $nic 10.0.2.15:22; req 10.99.1.2, resp 10.99.2.2, sw 10.99.3.2, dumpers 10.99.4.2.."
+	# The host ends the session by creating /run/lumina-stop (over SSH), or the timeout does.
+	for _ in $(seq 1 $((SSHD_TIMEOUT * 2))); do
+		[ -e /run/lumina-stop ] && break
+		sleep 0.5
+	done
+	[ -e /run/lumina-stop ] || log "sshd mode: no stop after ${SSHD_TIMEOUT}s"
+	dmesg >$OUT/dmesg.txt
+	finish
+fi
 for a in $REQ_IPS; do ip -n req addr add "$a" dev eth0; done
 for a in $RESP_IPS; do ip -n resp addr add "$a" dev eth0; done
 # The control plane (generator -> switch) has its own link so that it never crosses the switch.

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # run.sh: boots the rxe-vm guest under qemu (TCG) with a job and brings its results back.
 #
-#   scripts/rxe-vm/run.sh --job JOBDIR --out OUTDIR [--cache DIR] [--timeout SECONDS] [--smp N] [--mem MB]
+#   scripts/rxe-vm/run.sh --job JOBDIR --out OUTDIR [--cache DIR] [--timeout SECONDS] [--smp N] [--mem MB] [--ssh-port PORT]
 #
 # JOBDIR holds job.env (what to run: see guest-init.sh) and scenario.yaml (the events the switch injects);
 # testbed/rxevm.go writes both from a scenario, and `lumina run` on a scenario with `testbed: rxe-vm` calls
 # this script. The guest is the cache's base initramfs plus a small uncompressed archive appended to it (the
 # kernel unpacks both): our /init, our binaries and the job, so that changing them never rebuilds the base.
 # The results come back as a tar archive written onto a sparse virtio disk.
+# --ssh-port PORT (a job with MODE=sshd) gives the guest a network (qemu user networking) whose sshd is
+# forwarded to 127.0.0.1:PORT: the remote testbed's jump host into the roles' namespaces (guest-init.sh).
 #
 # Exit status: 0 the guest ran the job; 1 a step failed (named on stderr); 2 usage or a missing build.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${LUMINA_RXE_CACHE:-$HOME/.cache/lumina/rxe-vm}
-job="" out="" limit=${RXE_VM_TIMEOUT:-420} smp=${RXE_VM_SMP:-2} mem=${RXE_VM_MEM:-1536}
+job="" out="" limit=${RXE_VM_TIMEOUT:-420} smp=${RXE_VM_SMP:-2} mem=${RXE_VM_MEM:-1536} sshport=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--job) job=$2; shift 2 ;;
@@ -23,8 +25,9 @@ while [ $# -gt 0 ]; do
 	--timeout) limit=$2; shift 2 ;;
 	--smp) smp=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
+	--ssh-port) sshport=$2; shift 2 ;;
 	-h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-	*) echo "run.sh: unknown argument $1 (expected --job DIR --out DIR [--cache DIR] [--timeout S] [--smp N] [--mem MB])" >&2; exit 2 ;;
+	*) echo "run.sh: unknown argument $1 (expected --job DIR --out DIR [--cache DIR] [--timeout S] [--smp N] [--mem MB] [--ssh-port PORT])" >&2; exit 2 ;;
 	esac
 done
 [ -n "$job" ] && [ -n "$out" ] || { echo "run.sh: --job DIR and --out DIR are required" >&2; exit 2; }
@@ -63,7 +66,7 @@ mkdir -p "$ov/lumina/bin" "$ov/lumina/job"
 install -m 0755 "$here/guest-init.sh" "$ov/init"
 install -m 0755 "$cache/bin/lumina" "$ov/lumina/bin/lumina"
 [ -f "$cache/bin/lumina-verbs" ] && install -m 0755 "$cache/bin/lumina-verbs" "$ov/lumina/bin/lumina-verbs"
-cp "$job"/* "$ov/lumina/job/"
+cp -r "$job"/. "$ov/lumina/job/"
 step "overlay archive" 60 bash -c "cd '$ov' && find . | cpio -o -H newc --quiet >'$work/overlay.cpio'"
 # Uncompressed first: the kernel finds the next archive after a cpio trailer, but not after a zstd frame.
 cat "$work/overlay.cpio" "$cache/base.cpio.zst" >"$work/boot.img"
@@ -73,6 +76,10 @@ truncate -s "${RXE_VM_DISK:-2G}" "$work/xfer.img"
 # Multi-threaded TCG sometimes oopses while the kernel patches its own code at boot (int3 in a patched
 # instruction, seen in about one boot in five here): such a boot dies within seconds, before the job starts,
 # and is retried.
+net=()
+if [ -n "$sshport" ]; then
+	net=(-netdev "user,id=n0,net=10.0.2.0/24,hostfwd=tcp:127.0.0.1:$sshport-10.0.2.15:22" -device virtio-net-pci,netdev=n0)
+fi
 boots=${RXE_VM_BOOT_TRIES:-3}
 for try in $(seq 1 "$boots"); do
 	echo "run.sh: booting the guest (TCG, $smp vCPUs, $mem MB; at most ${limit}s; try $try of $boots)" >&2
@@ -81,7 +88,7 @@ for try in $(seq 1 "$boots"); do
 	timeout --kill-after=10 "$limit" qemu-system-x86_64 -accel tcg -cpu max -smp "$smp" -m "$mem" \
 		-nographic -nodefaults -no-reboot -monitor none -serial "file:$out/console.log" \
 		-kernel "$cache/vmlinuz" -initrd "$work/boot.img" \
-		-drive "file=$work/xfer.img,format=raw,if=virtio" \
+		-drive "file=$work/xfer.img,format=raw,if=virtio" ${net[@]+"${net[@]}"} \
 		-append "console=ttyS0 panic=-1 quiet loglevel=4 rdinit=/init" || rc=$?
 	echo "run.sh: guest ran $(( ($(date +%s%N) - s) / 1000000 )) ms (qemu exit $rc)" >&2
 	if [ "$rc" = 0 ] && ! grep -q "guest: .*kernel" "$out/console.log" && grep -q "Kernel panic" "$out/console.log"; then

@@ -1,0 +1,178 @@
+package remote
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lumina-go/lumina/live"
+)
+
+// envFakeVerbs makes this test binary, copied as lumina-verbs-SUM, play the generator: the agent runs it as
+// it would run the real one. Its behaviour: "ok" (report the connection, wait for ready, print a report
+// naming the entries it was told), "die" (exit 1 before reporting), "hang" (a server that never ends).
+const envFakeVerbs = "LUMINA_TEST_FAKE_VERBS"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(envFakeVerbs); mode != "" {
+		os.Exit(fakeVerbs(mode, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func fakeVerbs(mode string, args []string) int {
+	if len(args) == 0 {
+		return 2
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	device := fs.String("device", "", "")
+	fs.Int("gid-index", -1, "")
+	fs.Duration("timeout", time.Minute, "")
+	fs.String("listen", "", "")
+	fs.String("connect", "", "")
+	job := fs.String("job", "", "")
+	control := fs.String("control", "", "")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	switch {
+	case mode == "hang":
+		time.Sleep(time.Hour)
+		return 0
+	case mode == "die":
+		fmt.Fprintln(os.Stderr, "lumina-verbs client: ibv_open_device("+*device+"): No such device")
+		return 1
+	case args[0] == "server":
+		fmt.Println(`{"received":0}`)
+		return 0
+	}
+	if _, err := os.Stat(*job); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	c, err := net.Dial("tcp", *control)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintln(c, `{"conns":[{"index":0,"verb":"write","req_ip":"10.0.0.2","resp_ip":"10.0.0.3","req_qpn":17,"resp_qpn":18,"req_ipsn":100,"resp_ipsn":200,"packets_per_msg":10,"num_msgs":20}]}`)
+	var r live.ControlReply
+	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&r); err != nil || !r.Ready {
+		fmt.Fprintln(os.Stderr, "no ready:", err)
+		return 1
+	}
+	fmt.Printf(`{"conns":[],"error":"","entries_seen":%d}`+"\n", r.Entries)
+	return 0
+}
+
+// deployFake copies this test binary as a deployed generator and returns its hash.
+func deployFake(t *testing.T, dir string) string {
+	t.Helper()
+	sum, b, err := FileSHA256(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, VerbsBinName(sum)), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func verbsReq(id int, op, sum string, extra string) string {
+	return fmt.Sprintf(`{"id":%d,"op":"%s","args":{"sha256":"%s","device":"rxe0","gid_index":-1,"timeout_ms":20000%s}}`, id, op, sum, extra)
+}
+
+// The requester's agent runs the deployed generator, hands its connections' metadata to the controller
+// (verbs-client-start), lets it go only on verbs-client-run (the generator sees "ready" with the entry count)
+// and returns its report; the server's output comes back from verbs-server-stop.
+func TestAgentVerbsClientServer(t *testing.T) {
+	bin := t.TempDir()
+	sum := deployFake(t, bin)
+	t.Setenv(envFakeVerbs, "ok")
+	a := &Agent{RunDir: filepath.Join(t.TempDir(), "run"), VerbsDir: bin}
+	rs := serveLines(t, a,
+		verbsReq(1, OpVerbsServerStart, sum, `,"listen":"10.0.0.3:18515"`),
+		verbsReq(2, OpVerbsClientStart, sum, `,"connect":"10.0.0.3:18515","scenario_yaml":"traffic: {}\n"`),
+		`{"id":3,"op":"verbs-client-run","args":{"entries":3,"limit_ms":20000}}`,
+		`{"id":4,"op":"verbs-server-stop","args":{"limit_ms":20000}}`)
+	for _, r := range rs {
+		if !r.OK {
+			t.Fatalf("response %d: %s", r.ID, r.Error)
+		}
+	}
+	var msg live.ControlMsg
+	if err := json.Unmarshal(rs[1].Result, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Conns) != 1 || msg.Conns[0].ReqQPN != 17 || msg.Conns[0].RespQPN != 18 || msg.Conns[0].ReqIPSN != 100 {
+		t.Errorf("connections %+v; want the generator's QPNs 17/18 and PSN 100", msg.Conns)
+	}
+	var cres, sres VerbsResult
+	json.Unmarshal(rs[2].Result, &cres)
+	json.Unmarshal(rs[3].Result, &sres)
+	if cres.Exit != 0 || !strings.Contains(string(cres.Output), `"entries_seen":3`) {
+		t.Errorf("client result %+v; want exit 0 and a report that saw ready with 3 entries", cres)
+	}
+	if sres.Exit != 0 || string(sres.Output) != `{"received":0}` {
+		t.Errorf("server result %+v", sres)
+	}
+}
+
+// A generator that is missing or differs from its hash is never run, and the error says how the controller
+// provides it; a client that dies before reporting is an error with its standard error; a server that never
+// ends is killed when the session ends.
+func TestAgentVerbsErrors(t *testing.T) {
+	bin := t.TempDir()
+	a := &Agent{RunDir: filepath.Join(t.TempDir(), "run"), VerbsDir: bin}
+	missing := strings.Repeat("ab", 32)
+	rs := serveLines(t, a, verbsReq(1, OpVerbsServerStart, missing, `,"listen":"10.0.0.3:18515"`))
+	if rs[0].OK || !strings.Contains(rs[0].Error, "is not deployed on this host") || !strings.Contains(rs[0].Error, "--verbs-binary") ||
+		!strings.Contains(rs[0].Error, "hosts need no compiler") {
+		t.Errorf("missing generator: %+v", rs[0])
+	}
+	os.WriteFile(filepath.Join(bin, VerbsBinName(missing)), []byte("#!/bin/sh\necho pwned\n"), 0o755)
+	a = &Agent{RunDir: filepath.Join(t.TempDir(), "run"), VerbsDir: bin}
+	rs = serveLines(t, a, verbsReq(1, OpVerbsServerStart, missing, `,"listen":"10.0.0.3:18515"`))
+	if rs[0].OK || !strings.Contains(rs[0].Error, "refusing to run it") {
+		t.Errorf("generator with another hash: %+v", rs[0])
+	}
+
+	sum := deployFake(t, bin)
+	t.Setenv(envFakeVerbs, "die")
+	a = &Agent{RunDir: filepath.Join(t.TempDir(), "run"), VerbsDir: bin}
+	rs = serveLines(t, a, verbsReq(1, OpVerbsClientStart, sum, `,"connect":"10.0.0.3:18515","scenario_yaml":"x: 1\n"`))
+	if rs[0].OK || !strings.Contains(rs[0].Error, "ended (exit status 1) before reporting its connections") ||
+		!strings.Contains(rs[0].Error, "ibv_open_device(rxe0): No such device") {
+		t.Errorf("dying client: %+v", rs[0])
+	}
+
+	t.Setenv(envFakeVerbs, "hang")
+	a = &Agent{RunDir: filepath.Join(t.TempDir(), "run"), VerbsDir: bin}
+	start := time.Now()
+	rs = serveLines(t, a, verbsReq(1, OpVerbsServerStart, sum, `,"listen":"10.0.0.3:18515"`),
+		`{"id":2,"op":"verbs-server-stop","args":{"limit_ms":300}}`)
+	var sres VerbsResult
+	json.Unmarshal(rs[1].Result, &sres)
+	if !rs[0].OK || !rs[1].OK || !strings.Contains(sres.Log, "killed by the agent") || sres.Exit == 0 {
+		t.Errorf("hanging server: %+v %+v", rs, sres)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the session took %s", d)
+	}
+	// Bad arguments are refused before anything runs.
+	a = &Agent{RunDir: filepath.Join(t.TempDir(), "run"), VerbsDir: bin}
+	rs = serveLines(t, a, `{"id":1,"op":"verbs-server-start","args":{"sha256":"x","device":"rxe0","gid_index":-1,"timeout_ms":20000,"listen":"10.0.0.3:1"}}`,
+		verbsReq(2, OpVerbsServerStart, sum, `,"listen":"10.0.0.3:1","device2":"x"`),
+		`{"id":3,"op":"verbs-client-start","args":{"sha256":"`+sum+`","device":"rxe0; rm -rf /","gid_index":-1,"timeout_ms":20000,"connect":"10.0.0.3:1","scenario_yaml":"x"}}`)
+	if rs[0].OK || !strings.Contains(rs[0].Error, "64 lowercase hex digits") || rs[1].OK || !strings.Contains(rs[1].Error, "unknown field") ||
+		rs[2].OK || !strings.Contains(rs[2].Error, "is not an RDMA device name") {
+		t.Errorf("bad arguments: %+v", rs)
+	}
+}
