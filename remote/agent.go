@@ -58,7 +58,7 @@ type Agent struct {
 type agentSwitch struct {
 	s      *live.Switch
 	cfg    SwitchStart
-	rec    *recorder
+	rec    *inject.Recorder
 	cancel context.CancelFunc
 	done   chan struct{}
 	status live.SwitchStatus
@@ -455,31 +455,6 @@ func (a *Agent) endpointStop() (any, error) {
 	return r, nil
 }
 
-// recorder wraps the injector to remember each mirrored packet's ITER and connection by mirror sequence
-// number, as the netns testbed's does.
-type recorder struct {
-	sw   *inject.Switch
-	iter []uint16
-	conn []int32
-}
-
-func (r *recorder) Process(now int64, inPort int, frame []byte, v *inject.Verdict) {
-	r.sw.Process(now, inPort, frame, v)
-	if v.Seq == 0 {
-		return
-	}
-	for uint64(len(r.iter)) < v.Seq {
-		r.iter = append(r.iter, 0)
-		r.conn = append(r.conn, -1)
-	}
-	r.iter[v.Seq-1] = uint16(min(v.Iter, 0xffff))
-	r.conn[v.Seq-1] = int32(v.Conn)
-}
-
-func (r *recorder) Flush(now int64) []inject.Held { return r.sw.Flush(now) }
-func (r *recorder) Counters() inject.Counters     { return r.sw.Counters() }
-func (r *recorder) Entries() []inject.Entry       { return r.sw.Entries() }
-
 func (a *Agent) switchStart(o *SwitchStart) error {
 	if a.sw != nil {
 		return errors.New("a switch is already running on this agent")
@@ -506,7 +481,7 @@ func (a *Agent) switchInstall(ctx context.Context, o *SwitchInstall) (any, error
 	if err != nil {
 		return nil, fmt.Errorf("building the switch: %w", err)
 	}
-	rec := &recorder{sw: sw}
+	rec := &inject.Recorder{Switch: sw}
 	n := len(sw.Entries())
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -526,7 +501,7 @@ func (a *Agent) switchStop() (any, error) {
 	<-as.done
 	r := SwitchResult{Status: as.status}
 	if as.rec != nil {
-		r.Iter, r.Conn = as.rec.iter, as.rec.conn
+		r.Iter, r.Conn = as.rec.Iter, as.rec.Conn
 	}
 	if as.err != nil {
 		r.Error = as.err.Error()

@@ -192,27 +192,8 @@ func Run(w io.Writer, o *verdict.Outcome) {
 		fmt.Fprintf(w, "\n%s\n", strings.ToUpper(doc.Verdict))
 		return
 	}
-	ok := 0
-	for _, c := range doc.Integrity.Checks {
-		if c.OK {
-			ok++
-		}
-	}
-	if doc.Integrity.OK {
-		fmt.Fprintf(w, "integrity  ok (%d/%d checks)\n", ok, len(doc.Integrity.Checks))
-	} else {
-		fmt.Fprintf(w, "integrity  INVALID TEST (%d/%d checks pass): nothing was analyzed\n", ok, len(doc.Integrity.Checks))
-	}
-	integrityConditions(w, doc.Integrity.Checks)
-	if doc.Analysis != nil && doc.Integrity.OK {
-		a := doc.Analysis
-		fmt.Fprintf(w, "trace      %d packets (%d RoCE)\n", a.Packets, a.RoCEPackets)
-		checks(w, a.Checks, 5)
-		skipped(w, a.Skipped)
-		retransmissions(w, a.Retransmissions, 20)
-		cnp(w, &a.CNP)
-		counters(w, a.Counters)
-		traffic(w, o, a)
+	if judged(w, doc.Integrity, doc.Analysis) {
+		traffic(w, o, doc.Analysis)
 	}
 	expectations(w, doc)
 	fmt.Fprintf(w, "\n%s\n", strings.ToUpper(doc.Verdict))
@@ -461,4 +442,31 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// judged prints the integrity verdict and its conditions and, when the trace passed it, the analysis a results
+// directory and a reference repetition share; it tells whether the analysis was printed.
+func judged(w io.Writer, integ trace.Integrity, a *analyze.Analysis) bool {
+	ok := 0
+	for _, c := range integ.Checks {
+		if c.OK {
+			ok++
+		}
+	}
+	if integ.OK {
+		fmt.Fprintf(w, "integrity  ok (%d/%d checks)\n", ok, len(integ.Checks))
+	} else {
+		fmt.Fprintf(w, "integrity  INVALID TEST (%d/%d checks pass): nothing was analyzed\n", ok, len(integ.Checks))
+	}
+	integrityConditions(w, integ.Checks)
+	if a == nil || !integ.OK {
+		return false
+	}
+	fmt.Fprintf(w, "trace      %d packets (%d RoCE)\n", a.Packets, a.RoCEPackets)
+	checks(w, a.Checks, 5)
+	skipped(w, a.Skipped)
+	retransmissions(w, a.Retransmissions, 20)
+	cnp(w, &a.CNP)
+	counters(w, a.Counters)
+	return true
 }

@@ -37,5 +37,5 @@ func runNetns(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err := writeRunFiles(opts.OutDir, sc, &res.Result, rec); err != nil {
 		return nil, err
 	}
-	return rec.raw(), nil
+	return rawOf(rec), nil
 }

@@ -57,7 +57,7 @@ type remotePlan struct {
 	meta     []inject.ConnMeta
 	limit    time.Duration
 	cfg      lab.Config
-	rec      *recorder
+	rec      *inject.Recorder
 	// real is the real-RNIC path (nic.ib-device on requester and responder); nil = software RNICs.
 	real *realPlan
 }

@@ -181,32 +181,6 @@ func netsimConfig(sc *scenario.Scenario) (lab.Config, error) {
 	return cfg, nil
 }
 
-// recorder wraps the injector to remember each mirrored packet's ITER and connection (by mirror sequence
-// number) for the trace's annotations.
-type recorder struct {
-	sw    *inject.Switch
-	iter  []uint16
-	conn  []int32
-	event []uint8
-}
-
-func (r *recorder) Process(now int64, inPort int, frame []byte, v *inject.Verdict) {
-	r.sw.Process(now, inPort, frame, v)
-	if v.Seq == 0 {
-		return
-	}
-	for uint64(len(r.iter)) < v.Seq {
-		r.iter = append(r.iter, 0)
-		r.conn = append(r.conn, -1)
-		r.event = append(r.event, 0)
-	}
-	r.iter[v.Seq-1] = uint16(min(v.Iter, 0xffff))
-	r.conn[v.Seq-1] = int32(v.Conn)
-	r.event[v.Seq-1] = uint8(v.Event)
-}
-
-func (r *recorder) Flush(now int64) []inject.Held { return r.sw.Flush(now) }
-
 // rawResults is what a testbed run leaves for the analysis besides the files.
 type rawResults struct {
 	annotate func(seq uint64) (conn, iter int, ok bool)
@@ -231,7 +205,7 @@ type dumper struct {
 
 // switchSetup gives a lab.Config (also the netns testbed's description) the injector built from the
 // scenario's events, behind a recorder that remembers each mirrored packet's ITER and connection.
-func switchSetup(sc *scenario.Scenario, cfg *lab.Config) (*recorder, *error, error) {
+func switchSetup(sc *scenario.Scenario, cfg *lab.Config) (*inject.Recorder, *error, error) {
 	intents, err := inject.Intents(sc)
 	if err != nil {
 		return nil, nil, badInput(err)
@@ -244,7 +218,7 @@ func switchSetup(sc *scenario.Scenario, cfg *lab.Config) (*recorder, *error, err
 		}
 	}
 	cfg.Dumpers = len(weights)
-	rec := &recorder{}
+	rec := &inject.Recorder{}
 	injectErr := new(error)
 	cfg.NewSwitch = func(conns []inject.ConnMeta) (inject.Logic, error) {
 		sw, err := inject.New(inject.Config{
@@ -261,20 +235,14 @@ func switchSetup(sc *scenario.Scenario, cfg *lab.Config) (*recorder, *error, err
 			*injectErr = err
 			return nil, err
 		}
-		rec.sw = sw
+		rec.Switch = sw
 		return rec, nil
 	}
 	return rec, injectErr, nil
 }
 
-func (r *recorder) raw() *rawResults {
-	return &rawResults{annotate: func(seq uint64) (int, int, bool) {
-		if seq == 0 || seq > uint64(len(r.iter)) {
-			return 0, 0, false
-		}
-		return int(r.conn[seq-1]), int(r.iter[seq-1]), true
-	}}
-}
+// rawOf is what the recorder remembered, for the trace's annotations.
+func rawOf(r *inject.Recorder) *rawResults { return &rawResults{annotate: r.Annotation} }
 
 // progress returns a netsim progress callback printing a line per second once a run takes more than a second.
 func progress(w io.Writer, cfg *lab.Config) {
@@ -370,7 +338,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {
 		return nil, err
 	}
-	return rec.raw(), nil
+	return rawOf(rec), nil
 }
 
 func fmtDuration(ns int64) string {
@@ -391,12 +359,12 @@ func counterMap(cs []rnic.Counter) map[string]uint64 {
 	return m
 }
 
-func writeRunFiles(dir string, sc *scenario.Scenario, res *lab.Result, rec *recorder) error {
+func writeRunFiles(dir string, sc *scenario.Scenario, res *lab.Result, rec *inject.Recorder) error {
 	var counters *inject.Counters
 	var entries []inject.Entry
-	if rec.sw != nil {
-		c := rec.sw.Counters()
-		counters, entries = &c, rec.sw.Entries()
+	if rec.Switch != nil {
+		c := rec.Counters()
+		counters, entries = &c, rec.Entries()
 	}
 	return writeRunFilesWith(dir, sc, res, counters, entries)
 }

@@ -1,0 +1,36 @@
+package inject
+
+// Recorder runs an injector and remembers, by mirror sequence number, each mirrored packet's connection, ITER
+// and event: what the reconstructed trace's annotations need and the mirror metadata does not carry. The
+// simulator, the netns testbed and the remote testbed's switch agent run their switch through one.
+type Recorder struct {
+	*Switch
+	Iter  []uint16 // Iter[seq-1]: the packet's retransmission round (saturated at 65535)
+	Conn  []int32  // Conn[seq-1]: its connection, -1 for packets of none
+	Event []uint8  // Event[seq-1]: the event applied to it (roce.EventType)
+}
+
+// Process runs the injector on the frame and records the mirrored copy's metadata.
+func (r *Recorder) Process(now int64, inPort int, frame []byte, v *Verdict) {
+	r.Switch.Process(now, inPort, frame, v)
+	if v.Seq == 0 {
+		return
+	}
+	for uint64(len(r.Iter)) < v.Seq {
+		r.Iter = append(r.Iter, 0)
+		r.Conn = append(r.Conn, -1)
+		r.Event = append(r.Event, 0)
+	}
+	r.Iter[v.Seq-1] = uint16(min(v.Iter, 0xffff))
+	r.Conn[v.Seq-1] = int32(v.Conn)
+	r.Event[v.Seq-1] = uint8(v.Event)
+}
+
+// Annotation is the recorded connection and ITER of the mirrored copy with sequence number seq; ok is false
+// for a sequence number the recorder never saw.
+func (r *Recorder) Annotation(seq uint64) (conn, iter int, ok bool) {
+	if seq == 0 || seq > uint64(len(r.Iter)) {
+		return 0, 0, false
+	}
+	return int(r.Conn[seq-1]), int(r.Iter[seq-1]), true
+}
