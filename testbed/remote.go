@@ -174,6 +174,12 @@ func planRemote(sc *scenario.Scenario, opts Options) (*remotePlan, error) {
 	if (r.Requester.IBDevice == "") != (r.Responder.IBDevice == "") {
 		bad("requester.nic.ib-device %q and responder.nic.ib-device %q: expected both (real RNICs, the verbs generator) or neither (software RNICs on nic.if-name)", r.Requester.IBDevice, r.Responder.IBDevice)
 	}
+	if sc.Network.SwitchClockStartNs != 0 {
+		bad("network.switch-clock-start-ns %d: the remote testbed's switch runs on the switch host's clock; the setting is for the sim and netns testbeds", sc.Network.SwitchClockStartNs)
+	}
+	if r.Requester.IBDevice != "" && sc.Traffic.InitialPSN != nil {
+		bad("traffic.initial-psn: real RNICs choose their initial PSNs (the verbs generator reports them); the setting is for software RNICs")
+	}
 	ips := map[netip.Addr]bool{}
 	for _, p := range sc.Requester.NIC.IPList {
 		ips[p.Addr()] = true
