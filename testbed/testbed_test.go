@@ -204,7 +204,7 @@ func TestBadInput(t *testing.T) {
 	cases := map[string][2]string{
 		"profile file":         {strings.Replace(listing2, "type: cx5, ip-list: [10.0.0.3/24]", "type: nothere.yaml, ip-list: [10.0.0.3/24]", 1), "nothere.yaml"},
 		"remote without hosts": {"testbed: remote\n" + listing2, "requester.control-ip is missing"},
-		"remote switch clock": {"testbed: remote\nnetwork: {switch-clock-start-ns: 5}\n" + listing2, "switch-clock-start-ns 5: the remote testbed's switch runs on the switch host's clock"},
+		"remote switch clock":  {"testbed: remote\nnetwork: {switch-clock-start-ns: 5}\n" + listing2, "switch-clock-start-ns 5: the remote testbed's switch runs on the switch host's clock"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
