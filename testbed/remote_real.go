@@ -267,10 +267,10 @@ func writeRealFiles(dir string, sc *scenario.Scenario, rp *realPlan, st live.Swi
 	if err != nil {
 		return err
 	}
-	if err := writeJSON(dir, resultsdir.FileConnections, conns); err != nil {
+	if err := writeList(dir, resultsdir.FileConnections, conns); err != nil {
 		return err
 	}
-	if err := writeJSON(dir, resultsdir.FileTraffic, traffic); err != nil {
+	if err := writeList(dir, resultsdir.FileTraffic, traffic); err != nil {
 		return err
 	}
 	cf := resultsdir.CountersFile{

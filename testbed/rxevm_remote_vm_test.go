@@ -51,7 +51,7 @@ traffic:
   tx-depth: 1
   min-retransmit-timeout: 18
   data-pkt-events:
-    - {qpn: 1, psn: 5, type: drop, iter: 1}
+    - {every-msg: false, qpn: 1, psn: 5, type: drop, iter: 1}
 expect:
   - integrity: ok
   - check: gbn
