@@ -53,6 +53,8 @@ type Agent struct {
 	dump    *agentDump
 	ep      *agentEndpoint
 	started time.Time
+	// cleanupErr is what the final cleanup could not undo: the agent then exits with an error.
+	cleanupErr error
 }
 
 type agentSwitch struct {
@@ -100,7 +102,7 @@ func (a *Agent) exec(argv []string) (string, error) {
 
 // Serve reads requests from in and answers on out until in ends or ctx is done, then stops everything it
 // started, undoes its changes and removes the run directory.
-func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) (err error) {
 	if a.RunDir == "" {
 		return errors.New("agent: no run directory")
 	}
@@ -113,6 +115,9 @@ func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	defer func() {
 		cancel()
 		a.shutdown()
+		if a.cleanupErr != nil && err == nil {
+			err = fmt.Errorf("agent: cleanup: %w", a.cleanupErr)
+		}
 	}()
 	lines := make(chan []byte)
 	go func() {
@@ -319,20 +324,23 @@ func (a *Agent) ifaceSetup(o *IfaceSetup) error {
 			}
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(sys, "operstate")); err == nil && strings.TrimSpace(string(b)) == "down" {
+	// The administrative state (IFF_UP), not operstate: an interface that is up without a link reads "down"
+	// there, and must not be set down at the end.
+	fb, err := os.ReadFile(filepath.Join(sys, "flags"))
+	if err != nil {
+		return fmt.Errorf("interface %s: reading its flags: %w", o.Iface, err)
+	}
+	flags, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(fb)), "0x"), 16, 32)
+	if err != nil {
+		return fmt.Errorf("interface %s: flags %q: %w", o.Iface, fb, err)
+	}
+	const iffUp = 0x1
+	if flags&iffUp == 0 {
 		if err := a.journal([]string{"ip", "link", "set", "dev", o.Iface, "down"}); err != nil {
 			return err
 		}
 	}
 	if o.Promisc {
-		b, err := os.ReadFile(filepath.Join(sys, "flags"))
-		if err != nil {
-			return fmt.Errorf("interface %s: reading its flags: %w", o.Iface, err)
-		}
-		flags, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"), 16, 32)
-		if err != nil {
-			return fmt.Errorf("interface %s: flags %q: %w", o.Iface, b, err)
-		}
 		if flags&0x100 == 0 { // IFF_PROMISC
 			if err := a.journal([]string{"ip", "link", "set", "dev", o.Iface, "promisc", "off"}); err != nil {
 				return err
@@ -591,6 +599,7 @@ func (a *Agent) shutdown() {
 	}
 	if err := Cleanup(a.RunDir, a.exec, a.nicRunner()); err != nil {
 		a.logf("cleanup: %v", err)
+		a.cleanupErr = err
 	}
 	a.logf("done after %s", time.Since(a.started).Round(time.Millisecond))
 }
@@ -609,10 +618,12 @@ func Cleanup(runDir string, run func([]string) (string, error), nic hostnic.Runn
 		if err := version.UnmarshalList(b, journalKey, &undo); err != nil {
 			errs = append(errs, fmt.Errorf("reading the undo journal: %w", err))
 		}
+		var failed []journalEntry // in journal order, for a later lumina agent --cleanup
 		for i := len(undo) - 1; i >= 0; i-- {
 			if s := undo[i].NIC; s != nil {
 				if err := hostnic.Undo(context.Background(), nic, []hostnic.Step{*s}, nil); err != nil {
 					errs = append(errs, err)
+					failed = append([]journalEntry{undo[i]}, failed...)
 				}
 				continue
 			}
@@ -623,15 +634,24 @@ func Cleanup(runDir string, run func([]string) (string, error), nic hostnic.Runn
 			}
 			if _, err := run(c); err != nil {
 				errs = append(errs, err)
+				failed = append([]journalEntry{undo[i]}, failed...)
 			}
 		}
+		if len(errs) > 0 {
+			// Keep the run directory with what is still to undo, so that the host is not left changed with
+			// no record: lumina agent --cleanup DIR retries it.
+			if len(failed) > 0 {
+				if jb, err := version.MarshalList(journalKey, failed); err == nil {
+					_ = os.WriteFile(filepath.Join(runDir, JournalFile), jb, 0o600)
+				}
+			}
+			return fmt.Errorf("%w; the host is not fully restored: %s keeps what is left to undo (lumina agent --cleanup %s)",
+				errors.Join(errs...), runDir, runDir)
+		}
 	} else if !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
+		return fmt.Errorf("reading the undo journal: %w; %s is kept", err, runDir)
 	}
-	if err := os.RemoveAll(runDir); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return os.RemoveAll(runDir)
 }
 
 func (a *Agent) nicRunner() hostnic.Runner {

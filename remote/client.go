@@ -38,6 +38,9 @@ func PlanDeployment(workspace, user, runID, role, sum string) Deployment {
 	if base == "" {
 		base = ".cache/lumina"
 	}
+	if strings.HasPrefix(base, "-") {
+		base = "./" + base // never read as an option by mkdir, mv, sha256sum or sudo
+	}
 	return Deployment{Base: base, Bin: path.Join(base, "agent", "lumina-"+sum),
 		RunDir: path.Join(base, "run", runID+"-"+role), Sudo: user != "root"}
 }
@@ -331,6 +334,17 @@ func (a *AgentConn) Close() bool {
 	case <-time.After(15 * time.Second):
 		a.sess.Close()
 		return false
+	}
+}
+
+// ExitErr is how the agent's process ended once it exited (nil: cleanly; an agent whose final cleanup could not
+// undo everything exits with an error).
+func (a *AgentConn) ExitErr() error {
+	select {
+	case <-a.exited:
+		return a.exit
+	default:
+		return nil
 	}
 }
 

@@ -409,10 +409,11 @@ func (c *Client) Output(cmd string, stdin []byte) ([]byte, error) {
 	return []byte(out.String()), nil
 }
 
-// Quote quotes a word for a POSIX shell.
+// Quote quotes a word for a POSIX shell. '=' is quoted too: an unquoted first word NAME=... would be an
+// assignment, not the command.
 func Quote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:@%+,", r))
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+,", r))
 	}) < 0 {
 		return s
 	}

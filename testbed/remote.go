@@ -463,6 +463,10 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if log == nil {
 		log = io.Discard
 	}
+	warn := opts.Progress // what the user must see even in a quiet run: a host left changed
+	if warn == nil {
+		warn = os.Stderr
+	}
 	_, bin, err := remote.FileSHA256(p.agentBin)
 	if err != nil {
 		return nil, fmt.Errorf("reading the agent binary: %w", err)
@@ -517,8 +521,11 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 				alive := a.Alive()
 				if !alive || !a.Close() {
 					if _, err := clients[i].Output(a.Deploy.CleanupCommand(), nil); err != nil {
-						fmt.Fprintf(log, "lumina: %s: cleaning up after the agent: %v\n", p.hosts[i].target, err)
+						fmt.Fprintf(warn, "lumina: %s: cleaning up after the agent: %v\n", p.hosts[i].target, err)
 					}
+				} else if err := a.ExitErr(); err != nil {
+					// The agent could not undo everything it changed: say so whatever the verbosity.
+					fmt.Fprintf(warn, "lumina: %s: the agent's cleanup failed (%v); its log:\n%s\n", p.hosts[i].target, err, a.Log())
 				}
 			})
 		}
@@ -529,6 +536,10 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			}
 		}
 	}()
+	if ctx.Err() != nil {
+		// Ctrl-C while connecting or deploying: the run started, so it ends invalid (exit 3), not as bad input.
+		return nil, &InvalidRunError{Reason: "remote run " + p.runID + " interrupted (SIGINT/SIGTERM) while the agents were starting"}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, badInputf("%s: testbed remote: %w", sc.Path, err)
 	}
