@@ -374,7 +374,7 @@ func DryRun(sc *scenario.Scenario, opts Options, w io.Writer) error {
 			}
 			fmt.Fprintf(w, "  op %s\n", strings.TrimSpace(s.op.Name()+" "+opSummary(s.op)))
 			if o, ok := s.op.(*remote.IfaceSetup); ok {
-				fmt.Fprintf(w, "    read /sys/class/net/%s/{mtu,operstate,flags}", o.Iface)
+				fmt.Fprintf(w, "    read /sys/class/net/%s/{mtu,flags}", o.Iface)
 				if o.OffloadOff {
 					fmt.Fprintf(w, "; exec ethtool -k %s", o.Iface)
 				}

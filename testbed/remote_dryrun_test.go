@@ -51,7 +51,7 @@ func TestRemoteDryRun(t *testing.T) {
 		"exec ethtool -K enp1s0 tx off rx off tso off gso off gro off",
 		"exec ip link set dev ens1f0 mtu 1500",
 		"exec ip link set dev enp3s0 promisc on",
-		"read /sys/class/net/enp3s0/{mtu,operstate,flags}; exec ethtool -k enp3s0 (the state to restore",
+		"read /sys/class/net/enp3s0/{mtu,flags}; exec ethtool -k enp3s0 (the state to restore",
 		"op hello ifaces=[enp1s0 enp2s0 enp3s0]",
 		"counted from 1 (index-base)",
 		"op endpoint-start iface=ens1f0 requester=true profile=cx5 qps=2",
