@@ -1,17 +1,21 @@
 package remote
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
+	"io"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
 )
 
@@ -20,7 +24,24 @@ import (
 // naming the entries it was told), "die" (exit 1 before reporting), "hang" (a server that never ends).
 const envFakeVerbs = "LUMINA_TEST_FAKE_VERBS"
 
+// envAgent makes this test binary an agent serving its standard input in that run directory (VerbsDir is
+// envAgentVerbsDir), so that a test can kill it as a controller's session would lose it.
+const (
+	envAgent         = "LUMINA_TEST_AGENT"
+	envAgentVerbsDir = "LUMINA_TEST_AGENT_VERBS_DIR"
+	envVerbsPIDs     = "LUMINA_TEST_VERBS_PIDS" // "hang": write "PID CHILDPID" there, CHILDPID a process it started
+)
+
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(envAgent); dir != "" {
+		os.Unsetenv(envAgent)
+		a := &Agent{RunDir: dir, VerbsDir: os.Getenv(envAgentVerbsDir)}
+		if err := a.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if mode := os.Getenv(envFakeVerbs); mode != "" {
 		os.Exit(fakeVerbs(mode, os.Args[1:]))
 	}
@@ -44,6 +65,18 @@ func fakeVerbs(mode string, args []string) int {
 	}
 	switch {
 	case mode == "hang":
+		if f := os.Getenv(envVerbsPIDs); f != "" {
+			child := exec.Command(os.Args[0], "server")
+			child.Env = append(os.Environ(), envVerbsPIDs+"=")
+			if err := child.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			if err := os.WriteFile(f+".tmp", []byte(fmt.Sprintf("%d %d", os.Getpid(), child.Process.Pid)), 0o600); err != nil {
+				return 1
+			}
+			os.Rename(f+".tmp", f)
+		}
 		time.Sleep(time.Hour)
 		return 0
 	case mode == "die":
@@ -57,14 +90,12 @@ func fakeVerbs(mode string, args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	c, err := net.Dial("tcp", *control)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Fprintln(c, `{"conns":[{"index":0,"verb":"write","req_ip":"10.0.0.2","resp_ip":"10.0.0.3","req_qpn":17,"resp_qpn":18,"req_ipsn":100,"resp_ipsn":200,"packets_per_msg":10,"num_msgs":20}]}`)
-	var r live.ControlReply
-	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&r); err != nil || !r.Ready {
+	// The generator's own client side of the control protocol, on the address the agent gave it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := live.SendMetadata(ctx, *control, []inject.ConnMeta{{Index: 0, Verb: "write", ReqIP: netip.MustParseAddr("10.0.0.2"),
+		RespIP: netip.MustParseAddr("10.0.0.3"), ReqQPN: 17, RespQPN: 18, ReqIPSN: 100, RespIPSN: 200, PacketsPerMsg: 10, NumMsgs: 20}})
+	if err != nil || !r.Ready {
 		fmt.Fprintln(os.Stderr, "no ready:", err)
 		return 1
 	}
@@ -175,4 +206,121 @@ func TestAgentVerbsErrors(t *testing.T) {
 		rs[2].OK || !strings.Contains(rs[2].Error, "is not an RDMA device name") {
 		t.Errorf("bad arguments: %+v", rs)
 	}
+}
+
+// readPIDs waits for the "hang" generator's pid file: its own pid and its child's.
+func readPIDs(t *testing.T, f string) (int, int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			var p, c int
+			if _, err := fmt.Sscanf(string(b), "%d %d", &p, &c); err != nil {
+				t.Fatalf("pid file %q: %v", b, err)
+			}
+			return p, c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the generator wrote no pid file: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive: the process exists and is not a zombie waiting for a parent that does not reap.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func waitGone(t *testing.T, what string, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("%s (pid %d) still runs", what, pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// When the session ends, the agent kills the generator's whole process group: a process the generator
+// started does not outlive it either.
+func TestAgentVerbsStopKillsProcessGroup(t *testing.T) {
+	bin := t.TempDir()
+	sum := deployFake(t, bin)
+	pids := filepath.Join(t.TempDir(), "pids")
+	t.Setenv(envFakeVerbs, "hang")
+	t.Setenv(envVerbsPIDs, pids)
+	a := &Agent{RunDir: filepath.Join(t.TempDir(), "run"), VerbsDir: bin}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(context.Background(), inR, outW); outW.Close() }()
+	go func() {
+		defer inW.Close()
+		fmt.Fprintln(inW, verbsReq(1, OpVerbsServerStart, sum, `,"listen":"10.0.0.3:18515"`))
+		p, c := readPIDs(t, pids)
+		if !alive(p) || !alive(c) {
+			t.Error("the generator and its child are not running before the session ends")
+		}
+		// The session ends here (the controller is gone).
+	}()
+	var r Response
+	if err := json.NewDecoder(outR).Decode(&r); err != nil || !r.OK {
+		t.Fatalf("verbs-server-start: %v %+v", err, r)
+	}
+	go io.Copy(io.Discard, outR)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p, c := readPIDs(t, pids)
+	waitGone(t, "the generator", p)
+	waitGone(t, "the generator's child", c)
+}
+
+// An agent that is killed (SIGKILL: no shutdown runs, and lumina agent --cleanup cannot know the process)
+// takes the generator with it: the kernel's parent-death signal ends it, so nothing keeps port 18515 and the
+// RDMA device.
+func TestKilledAgentTakesVerbsGenerator(t *testing.T) {
+	bin := t.TempDir()
+	sum := deployFake(t, bin)
+	pids := filepath.Join(t.TempDir(), "pids")
+	agent := exec.Command(os.Args[0], "-test.run=^$")
+	agent.Env = append(os.Environ(), envAgent+"="+filepath.Join(t.TempDir(), "run"), envAgentVerbsDir+"="+bin,
+		envFakeVerbs+"=hang", envVerbsPIDs+"="+pids)
+	in, err := agent.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := agent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Wait()
+	defer agent.Process.Kill()
+	fmt.Fprintln(in, verbsReq(1, OpVerbsServerStart, sum, `,"listen":"10.0.0.3:18515"`))
+	var r Response
+	if err := json.NewDecoder(out).Decode(&r); err != nil || !r.OK {
+		t.Fatalf("verbs-server-start: %v %+v", err, r)
+	}
+	p, _ := readPIDs(t, pids)
+	if !alive(p) {
+		t.Fatal("the generator is not running before the agent is killed")
+	}
+	if err := agent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	agent.Wait()
+	waitGone(t, "the generator of a killed agent", p)
 }
