@@ -192,11 +192,17 @@ func (a *Agent) verbsClientStart(ctx context.Context, o *VerbsClientStart) (any,
 	if err := os.WriteFile(job, []byte(o.ScenarioYAML), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the generator's job: %w", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The control listener is a unix socket in the run directory (0700): only the agent's user can connect, so
+	// no other local user can be first to feed the switch table fake QPNs and PSNs, as on a 127.0.0.1 port.
+	// The generator runs in the run directory and is given the socket's relative name (short of the limit of
+	// a socket path, wherever the run directory is).
+	sock := filepath.Join(a.RunDir, VerbsControlSocket)
+	_ = os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		return nil, fmt.Errorf("the control listener: %w", err)
 	}
-	argv := append(o.args("client"), "--connect", o.Connect.String(), "--job", job, "--control", ln.Addr().String())
+	argv := append(o.args("client"), "--connect", o.Connect.String(), "--job", job, "--control", "unix:"+VerbsControlSocket)
 	argv[0] = bin
 	v, err := a.startVerbs(argv)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -27,9 +28,13 @@ const envFakeVerbs = "LUMINA_TEST_FAKE_VERBS"
 // envAgent makes this test binary an agent serving its standard input in that run directory (VerbsDir is
 // envAgentVerbsDir), so that a test can kill it as a controller's session would lose it.
 const (
-	envAgent         = "LUMINA_TEST_AGENT"
-	envAgentVerbsDir = "LUMINA_TEST_AGENT_VERBS_DIR"
-	envVerbsPIDs     = "LUMINA_TEST_VERBS_PIDS" // "hang": write "PID CHILDPID" there, CHILDPID a process it started
+	envAgent          = "LUMINA_TEST_AGENT"
+	envAgentVerbsDir  = "LUMINA_TEST_AGENT_VERBS_DIR"
+	envVerbsPIDs      = "LUMINA_TEST_VERBS_PIDS" // "hang": write "PID CHILDPID" there, CHILDPID a process it started
+	envVerbsIntruder  = "LUMINA_TEST_VERBS_INTRUDER"
+	modeIntruder      = "intruder"
+	intruderQPN       = 666
+	intruderDialError = "intruder could not connect: "
 )
 
 func TestMain(m *testing.M) {
@@ -48,6 +53,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// intrude plays another local user: it connects to the control socket and, if it can, reports a fake QPN.
+func intrude(path string) int {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, intruderDialError+err.Error())
+		return 1
+	}
+	fmt.Fprintf(c, `{"conns":[{"index":0,"verb":"write","req_ip":"10.0.0.2","resp_ip":"10.0.0.3","req_qpn":%d,"resp_qpn":%d,"req_ipsn":1,"resp_ipsn":1,"packets_per_msg":1,"num_msgs":1}]}`+"\n", intruderQPN, intruderQPN)
+	time.Sleep(2 * time.Second)
+	return 0
+}
+
 func fakeVerbs(mode string, args []string) int {
 	if len(args) == 0 {
 		return 2
@@ -64,6 +81,8 @@ func fakeVerbs(mode string, args []string) int {
 		return 2
 	}
 	switch {
+	case mode == modeIntruder:
+		return intrude(args[1])
 	case mode == "hang":
 		if f := os.Getenv(envVerbsPIDs); f != "" {
 			child := exec.Command(os.Args[0], "server")
@@ -89,6 +108,21 @@ func fakeVerbs(mode string, args []string) int {
 	if _, err := os.Stat(*job); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if os.Getenv(envVerbsIntruder) != "" {
+		// Another local user (nobody) tries to be first on the control socket while this generator waits.
+		sock, err := filepath.Abs(strings.TrimPrefix(*control, "unix:"))
+		if err != nil {
+			return 1
+		}
+		in := exec.Command(os.Args[0], "client", sock)
+		in.Env = append(os.Environ(), envFakeVerbs+"="+modeIntruder)
+		in.Dir = "/"
+		in.Stderr = os.Stderr
+		in.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if err := in.Run(); err == nil {
+			fmt.Fprintln(os.Stderr, "the intruder reported its connections")
+		}
 	}
 	// The generator's own client side of the control protocol, on the address the agent gave it.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -323,4 +357,47 @@ func TestKilledAgentTakesVerbsGenerator(t *testing.T) {
 	}
 	agent.Wait()
 	waitGone(t, "the generator of a killed agent", p)
+}
+
+// The generator reports its connections on a unix socket in the agent's 0700 run directory: another local
+// user cannot connect to it, so cannot be first to feed the switch table its own QPNs; the agent hands the
+// controller the generator's connections.
+func TestAgentVerbsControlOnlyFromAgentUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the intruder as another user")
+	}
+	// Directories the intruder (nobody) can traverse and execute from: only the run directory guards the socket.
+	open := func() string {
+		d := t.TempDir()
+		for _, p := range []string{d, filepath.Dir(d)} {
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	bin := open()
+	sum := deployFake(t, bin)
+	t.Setenv(envFakeVerbs, "ok")
+	t.Setenv(envVerbsIntruder, "1")
+	runDir := filepath.Join(open(), "run")
+	a := &Agent{RunDir: runDir, VerbsDir: bin}
+	rs := serveLines(t, a,
+		verbsReq(1, OpVerbsClientStart, sum, `,"connect":"10.0.0.3:18515","scenario_yaml":"traffic: {}\n"`),
+		`{"id":2,"op":"verbs-client-run","args":{"entries":1,"limit_ms":20000}}`)
+	if !rs[0].OK || !rs[1].OK {
+		t.Fatalf("responses %+v", rs)
+	}
+	var msg live.ControlMsg
+	if err := json.Unmarshal(rs[0].Result, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Conns) != 1 || msg.Conns[0].ReqQPN != 17 {
+		t.Errorf("connections %+v; want only the generator's (QPN 17), never the intruder's %d", msg.Conns, intruderQPN)
+	}
+	var res VerbsResult
+	json.Unmarshal(rs[1].Result, &res)
+	if !strings.Contains(res.Log, intruderDialError) || !strings.Contains(res.Log, "permission denied") {
+		t.Errorf("generator log %q; want the intruder refused (permission denied)", res.Log)
+	}
 }
