@@ -130,6 +130,20 @@ func TestQueryParsersOnFixtures(t *testing.T) {
 	if err != nil || fills[0]["tcbw"] != "100,0,0,0,0,0,0,0" || fills[0]["willing"] != "yes" {
 		t.Errorf("lldp-ets: %v %v", fills, err)
 	}
+	// The APP table: a local entry is there (no undo), a missing one gets its delete; a peer's entry is not
+	// ours; selector 1's protocol is printed in hexadecimal. Output without the table is an error, not "absent".
+	app := fixture(t, "lldptool-app.txt")
+	for _, c := range []struct {
+		entry string
+		fills int
+	}{{"3,5,26", 0}, {"3,1,35078", 0}, {"4,2,3260", 0}, {"5,5,46", 1}, {"3,5,27", 1}, {"2,5,26", 1}} {
+		if fills, err := parseQuery("lldp-app:"+c.entry, app); err != nil || len(fills) != c.fills {
+			t.Errorf("lldp-app:%s: %v %v; want %d undo", c.entry, fills, err, c.fills)
+		}
+	}
+	if _, err := parseQuery("lldp-app:3,5,26", []byte("Connection refused\n")); err == nil || !strings.Contains(err.Error(), "no APP table") {
+		t.Errorf("lldp-app without a table: %v", err)
+	}
 	addrs, err := ParseIPAddrs(append(fixture(t, "ip-o-4-addr.txt"), fixture(t, "ip-o-6-addr.txt")...))
 	if err != nil || len(addrs) != 3 || addrs[0].String() != "10.0.0.2/24" || addrs[2].String() != "fd00::2/64" {
 		t.Errorf("ip addrs %v %v", addrs, err)

@@ -226,6 +226,14 @@ func (h *fakeHost) Run(_ context.Context, argv []string) ([]byte, error) {
 				k, v, _ := strings.Cut(kv, "=")
 				h.lldpETS[k] = v
 			}
+		case a[0] == "-t" && a[4] == "APP":
+			// openlldp's get_arg_app layout, as lldptool prints it (arg=value, the value spanning lines).
+			var b strings.Builder
+			b.WriteString("app=(prio,sel,proto)\n")
+			for i, k := range sortedKeys(h.lldpApp) {
+				fmt.Fprintf(&b, "%d:(%s) local hw (set)\n", i, strings.TrimPrefix(k, "app="))
+			}
+			return []byte(b.String()), nil
 		case a[0] == "-T" && a[4] == "APP" && a[5] == "-d":
 			delete(h.lldpApp, a[6])
 		case a[0] == "-T" && a[4] == "APP":
