@@ -2,7 +2,9 @@ package hostnic
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -210,6 +212,44 @@ func TestReadCountersMergesSources(t *testing.T) {
 	}
 	if s.Values["rcvd_seq_err"] != 1 || s.Values["completer_retry_err"] != 1 || s.Values["sent_pkts"] != 206 || s.Source["sent_pkts"] != SourceHWCounters {
 		t.Errorf("rxe: %v", s.Values)
+	}
+}
+
+// rxe's parent netdev may have no statistics: ethtool then says "no stats available" (exit 94) and only that
+// is skipped, with a note; any other ethtool failure is an error naming the source.
+func TestReadCountersRxeEthtool(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Host: "requester", Vendor: "rxe", IfName: "eth0", IBDevice: "rxereq"}
+	// OSRunner's error for ethtool's outcome, from a real process exiting as ethtool does.
+	noStats, err := OSRunner{}.Run(ctx, []string{"sh", "-c", "echo 'no stats available' >&2; exit 94"})
+	if err == nil {
+		t.Fatalf("the stand-in for ethtool succeeded: %q", noStats)
+	}
+	h := counterHost(t)
+	h.runErrs = map[string]error{"ethtool -S eth0": err}
+	s, rerr := ReadCounters(ctx, h, cfg)
+	if rerr != nil || s.Values["rcvd_seq_err"] != 1 {
+		t.Fatalf("no stats on the parent: %v %v", rerr, s.Values)
+	}
+	if len(s.Skipped) != 1 || !strings.Contains(s.Skipped[0], "ethtool -S eth0: no stats available") {
+		t.Errorf("skipped %v; want the parent's missing statistics noted", s.Skipped)
+	}
+	for _, e := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("exit status 96: Cannot get stats strings information: No such device"), "counters from ethtool-S: ethtool -S eth0: exit status 96: Cannot get stats strings information: No such device"},
+		{&exec.Error{Name: "ethtool", Err: exec.ErrNotFound}, "counters from ethtool-S: ethtool -S eth0: tool not installed"},
+	} {
+		h.runErrs["ethtool -S eth0"] = e.err
+		if _, rerr := ReadCounters(ctx, h, cfg); rerr == nil || !strings.Contains(rerr.Error(), e.want) {
+			t.Errorf("ethtool failing with %v: %v; want an error containing %q", e.err, rerr, e.want)
+		}
+	}
+	// Another exit status with the same words is not ethtool's no-stats outcome.
+	_, err = OSRunner{}.Run(ctx, []string{"sh", "-c", "echo 'no stats available' >&2; exit 1"})
+	if ethtoolNoStats(err) {
+		t.Errorf("%v taken for ethtool's no-stats outcome (exit 94)", err)
 	}
 }
 

@@ -38,6 +38,7 @@ type fakeHost struct {
 	dcqcn    string // irdma's device value behind the configfs entry
 	modules  map[string]bool
 	outputs  map[string]string // fixed outputs by command line (rdma statistic, ethtool -S)
+	runErrs  map[string]error  // fixed failures by command line
 }
 
 func newFakeHost(t *testing.T) *fakeHost {
@@ -135,6 +136,9 @@ func (h *fakeHost) Run(_ context.Context, argv []string) ([]byte, error) {
 	}
 	if line == h.failOn {
 		return nil, fmt.Errorf("exit status 1: %s: Operation not supported", argv[0])
+	}
+	if err, ok := h.runErrs[line]; ok {
+		return nil, err
 	}
 	if out, ok := h.outputs[line]; ok {
 		return []byte(out), nil
