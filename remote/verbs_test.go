@@ -298,24 +298,21 @@ func TestAgentVerbsStopKillsProcessGroup(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- a.Serve(context.Background(), inR, outW); outW.Close() }()
-	go func() {
-		defer inW.Close()
-		fmt.Fprintln(inW, verbsReq(1, OpVerbsServerStart, sum, `,"listen":"10.0.0.3:18515"`))
-		p, c := readPIDs(t, pids)
-		if !alive(p) || !alive(c) {
-			t.Error("the generator and its child are not running before the session ends")
-		}
-		// The session ends here (the controller is gone).
-	}()
+	defer inW.Close()
+	go fmt.Fprintln(inW, verbsReq(1, OpVerbsServerStart, sum, `,"listen":"10.0.0.3:18515"`))
 	var r Response
 	if err := json.NewDecoder(outR).Decode(&r); err != nil || !r.OK {
 		t.Fatalf("verbs-server-start: %v %+v", err, r)
 	}
 	go io.Copy(io.Discard, outR)
+	p, c := readPIDs(t, pids)
+	if !alive(p) || !alive(c) {
+		t.Fatal("the generator and its child are not running before the session ends")
+	}
+	inW.Close() // the session ends: the controller is gone
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	p, c := readPIDs(t, pids)
 	waitGone(t, "the generator", p)
 	waitGone(t, "the generator's child", c)
 }
