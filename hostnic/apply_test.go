@@ -197,6 +197,35 @@ func TestApplyUndoIntel(t *testing.T) {
 	}
 }
 
+// A DSCP mapping the host had before the run survives Apply and Undo; one the run added is removed.
+func TestApplyUndoIntelKeepsPreexistingAPP(t *testing.T) {
+	h := newFakeHost(t)
+	h.file("/sys/class/net/ens785f0/ifindex", "4")
+	h.file("/sys/class/infiniband/irdma0/ports/1/state", "4: ACTIVE")
+	cfg := Config{Host: "responder", Vendor: "intel", IfName: "ens785f0", IBDevice: "irdma0", ConfigureQoS: true,
+		PrioDSCPMap: map[int][]int{3: {26, 27}}}
+	h.lldpApp["app=3,5,26"] = true // configured by the host's owner
+	h.lldpApp["app=1,5,10"] = true // not in the plan
+	undo, err := Apply(context.Background(), h, mustPlan(t, cfg), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.lldpApp["app=3,5,26"] || !h.lldpApp["app=3,5,27"] {
+		t.Fatalf("after Apply: apps %v; want 3,5,26 and 3,5,27", h.lldpApp)
+	}
+	for _, u := range undo {
+		if strings.Contains(strings.Join(u.Argv, " "), "app=3,5,26") {
+			t.Errorf("undo step %q deletes a mapping the run did not add", u.Argv)
+		}
+	}
+	if err := Undo(context.Background(), h, undo, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := sortedKeys(h.lldpApp); strings.Join(got, " ") != "app=1,5,10 app=3,5,26" {
+		t.Errorf("after Undo: apps %v; want the host's own app=1,5,10 and app=3,5,26 only (app=3,5,27 removed)", got)
+	}
+}
+
 func TestApplyUndoRxe(t *testing.T) {
 	h := newFakeHost(t)
 	h.file("/sys/class/net/eth0/ifindex", "2")

@@ -2,7 +2,9 @@ package hostnic
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -130,6 +132,20 @@ func TestQueryParsersOnFixtures(t *testing.T) {
 	if err != nil || fills[0]["tcbw"] != "100,0,0,0,0,0,0,0" || fills[0]["willing"] != "yes" {
 		t.Errorf("lldp-ets: %v %v", fills, err)
 	}
+	// The APP table: a local entry is there (no undo), a missing one gets its delete; a peer's entry is not
+	// ours; selector 1's protocol is printed in hexadecimal. Output without the table is an error, not "absent".
+	app := fixture(t, "lldptool-app.txt")
+	for _, c := range []struct {
+		entry string
+		fills int
+	}{{"3,5,26", 0}, {"3,1,35078", 0}, {"4,2,3260", 0}, {"5,5,46", 1}, {"3,5,27", 1}, {"2,5,26", 1}} {
+		if fills, err := parseQuery("lldp-app:"+c.entry, app); err != nil || len(fills) != c.fills {
+			t.Errorf("lldp-app:%s: %v %v; want %d undo", c.entry, fills, err, c.fills)
+		}
+	}
+	if _, err := parseQuery("lldp-app:3,5,26", []byte("Connection refused\n")); err == nil || !strings.Contains(err.Error(), "no APP table") {
+		t.Errorf("lldp-app without a table: %v", err)
+	}
 	addrs, err := ParseIPAddrs(append(fixture(t, "ip-o-4-addr.txt"), fixture(t, "ip-o-6-addr.txt")...))
 	if err != nil || len(addrs) != 3 || addrs[0].String() != "10.0.0.2/24" || addrs[2].String() != "fd00::2/64" {
 		t.Errorf("ip addrs %v %v", addrs, err)
@@ -196,6 +212,44 @@ func TestReadCountersMergesSources(t *testing.T) {
 	}
 	if s.Values["rcvd_seq_err"] != 1 || s.Values["completer_retry_err"] != 1 || s.Values["sent_pkts"] != 206 || s.Source["sent_pkts"] != SourceHWCounters {
 		t.Errorf("rxe: %v", s.Values)
+	}
+}
+
+// rxe's parent netdev may have no statistics: ethtool then says "no stats available" (exit 94) and only that
+// is skipped, with a note; any other ethtool failure is an error naming the source.
+func TestReadCountersRxeEthtool(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Host: "requester", Vendor: "rxe", IfName: "eth0", IBDevice: "rxereq"}
+	// OSRunner's error for ethtool's outcome, from a real process exiting as ethtool does.
+	noStats, err := OSRunner{}.Run(ctx, []string{"sh", "-c", "echo 'no stats available' >&2; exit 94"})
+	if err == nil {
+		t.Fatalf("the stand-in for ethtool succeeded: %q", noStats)
+	}
+	h := counterHost(t)
+	h.runErrs = map[string]error{"ethtool -S eth0": err}
+	s, rerr := ReadCounters(ctx, h, cfg)
+	if rerr != nil || s.Values["rcvd_seq_err"] != 1 {
+		t.Fatalf("no stats on the parent: %v %v", rerr, s.Values)
+	}
+	if len(s.Skipped) != 1 || !strings.Contains(s.Skipped[0], "ethtool -S eth0: no stats available") {
+		t.Errorf("skipped %v; want the parent's missing statistics noted", s.Skipped)
+	}
+	for _, e := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("exit status 96: Cannot get stats strings information: No such device"), "counters from ethtool-S: ethtool -S eth0: exit status 96: Cannot get stats strings information: No such device"},
+		{&exec.Error{Name: "ethtool", Err: exec.ErrNotFound}, "counters from ethtool-S: ethtool -S eth0: tool not installed"},
+	} {
+		h.runErrs["ethtool -S eth0"] = e.err
+		if _, rerr := ReadCounters(ctx, h, cfg); rerr == nil || !strings.Contains(rerr.Error(), e.want) {
+			t.Errorf("ethtool failing with %v: %v; want an error containing %q", e.err, rerr, e.want)
+		}
+	}
+	// Another exit status with the same words is not ethtool's no-stats outcome.
+	_, err = OSRunner{}.Run(ctx, []string{"sh", "-c", "echo 'no stats available' >&2; exit 1"})
+	if ethtoolNoStats(err) {
+		t.Errorf("%v taken for ethtool's no-stats outcome (exit 94)", err)
 	}
 }
 

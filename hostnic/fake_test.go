@@ -38,6 +38,7 @@ type fakeHost struct {
 	dcqcn    string // irdma's device value behind the configfs entry
 	modules  map[string]bool
 	outputs  map[string]string // fixed outputs by command line (rdma statistic, ethtool -S)
+	runErrs  map[string]error  // fixed failures by command line
 }
 
 func newFakeHost(t *testing.T) *fakeHost {
@@ -136,6 +137,9 @@ func (h *fakeHost) Run(_ context.Context, argv []string) ([]byte, error) {
 	if line == h.failOn {
 		return nil, fmt.Errorf("exit status 1: %s: Operation not supported", argv[0])
 	}
+	if err, ok := h.runErrs[line]; ok {
+		return nil, err
+	}
 	if out, ok := h.outputs[line]; ok {
 		return []byte(out), nil
 	}
@@ -226,6 +230,14 @@ func (h *fakeHost) Run(_ context.Context, argv []string) ([]byte, error) {
 				k, v, _ := strings.Cut(kv, "=")
 				h.lldpETS[k] = v
 			}
+		case a[0] == "-t" && a[4] == "APP":
+			// openlldp's get_arg_app layout, as lldptool prints it (arg=value, the value spanning lines).
+			var b strings.Builder
+			b.WriteString("app=(prio,sel,proto)\n")
+			for i, k := range sortedKeys(h.lldpApp) {
+				fmt.Fprintf(&b, "%d:(%s) local hw (set)\n", i, strings.TrimPrefix(k, "app="))
+			}
+			return []byte(b.String()), nil
 		case a[0] == "-T" && a[4] == "APP" && a[5] == "-d":
 			delete(h.lldpApp, a[6])
 		case a[0] == "-T" && a[4] == "APP":

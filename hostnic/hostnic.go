@@ -187,6 +187,13 @@ func (s Step) String() string {
 		b = append(b, " [undo: "...)
 		b = append(b, s.Undo.action()...)
 		b = append(b, ']')
+	case s.Query != nil && !strings.Contains(argvString(s.UndoArgv), "{"):
+		// Nothing to fill in: the query only says whether there is anything to undo (an entry already there).
+		b = append(b, " [undo: "...)
+		b = append(b, argvString(s.UndoArgv)...)
+		b = append(b, " unless "...)
+		b = append(b, argvString(s.Query.Argv)...)
+		b = append(b, " already lists it before]"...)
 	case s.Query != nil:
 		b = append(b, " [undo: "...)
 		b = append(b, argvString(s.UndoArgv)...)

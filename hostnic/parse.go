@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,6 +90,16 @@ func parseQuery(parser string, out []byte) ([]map[string]string, error) {
 			fill[k] = v
 		}
 		return []map[string]string{fill}, nil
+	case "lldp-app":
+		present, err := lldpAppHas(out, arg)
+		if err != nil {
+			return nil, err
+		}
+		if present {
+			// Configured before the run: the run leaves it as it found it, so no undo.
+			return nil, nil
+		}
+		return []map[string]string{{}}, nil
 	}
 	return nil, fmt.Errorf("unknown query parser %q", parser)
 }
@@ -269,4 +280,36 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// lldpAppLine is one locally configured entry of `lldptool -t -i IF -V APP -c app` (openlldp's get_arg_app):
+// "I:(PRIO,SEL,PROTO) local hw (set)"; PROTO is hexadecimal (0x8906) for selector 1. Peer entries say "peer".
+var lldpAppLine = regexp.MustCompile(`^\d+:\((\d+),(\d+),(0x[0-9a-fA-F]+|\d+)\)\s+local\b`)
+
+// lldpAppHas reports whether the APP table lldptool printed holds the local entry want ("PRIO,SEL,PROTO").
+func lldpAppHas(out []byte, want string) (bool, error) {
+	header := false
+	found := false
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasSuffix(line, "(prio,sel,proto)") {
+			header = true
+			continue
+		}
+		m := lldpAppLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		proto, err := strconv.ParseUint(m[3], 0, 16)
+		if err != nil {
+			return false, fmt.Errorf("lldptool APP entry %q: protocol %v", line, err)
+		}
+		if m[1]+","+m[2]+","+strconv.FormatUint(proto, 10) == want {
+			found = true
+		}
+	}
+	if !header {
+		return false, fmt.Errorf("lldptool printed no APP table (no \"(prio,sel,proto)\" line), so whether %s was configured before is unknown", want)
+	}
+	return found, nil
 }

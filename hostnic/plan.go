@@ -342,12 +342,14 @@ func (p *planner) intel() {
 			Argv:     []string{"lldptool", "-T", "-i", c.IfName, "-V", "ETS-CFG", "willing=no", "up2tc=" + intelUp2TC, "tsa=" + intelTSA, "tcbw=" + intelTCBW},
 			Query:    &Query{Argv: []string{"lldptool", "-t", "-i", c.IfName, "-V", "ETS-CFG", "-c", "willing", "-c", "up2tc", "-c", "tsa", "-c", "tcbw"}, Parser: "lldp-ets"},
 			UndoArgv: []string{"lldptool", "-T", "-i", c.IfName, "-V", "ETS-CFG", "willing={willing}", "up2tc={up2tc}", "tsa={tsa}", "tcbw={tcbw}"}})
+		// The APP table is read before each entry is added: the undo deletes an entry only if this run added it,
+		// so a host configured beforehand keeps its own mappings.
 		for _, pd := range p.prioDSCP(intelMaxDSCP) {
 			app := fmt.Sprintf("app=%d,5,%d", pd[0], pd[1])
 			p.add(Step{Desc: fmt.Sprintf("map DSCP %d to priority %d on %s", pd[1], pd[0], c.IfName), Op: OpRun,
-				Argv: []string{"lldptool", "-T", "-i", c.IfName, "-V", "APP", app},
-				Undo: &Step{Desc: fmt.Sprintf("remove the DSCP %d to priority %d map on %s", pd[1], pd[0], c.IfName), Op: OpRun,
-					Argv: []string{"lldptool", "-T", "-i", c.IfName, "-V", "APP", "-d", app}}})
+				Argv:     []string{"lldptool", "-T", "-i", c.IfName, "-V", "APP", app},
+				Query:    &Query{Argv: []string{"lldptool", "-t", "-i", c.IfName, "-V", "APP", "-c", "app"}, Parser: fmt.Sprintf("lldp-app:%d,5,%d", pd[0], pd[1])},
+				UndoArgv: []string{"lldptool", "-T", "-i", c.IfName, "-V", "APP", "-d", app}})
 		}
 	}
 	if v := c.RoCE.DCQCNEnable; v != nil {

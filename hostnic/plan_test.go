@@ -75,7 +75,7 @@ func TestPlanPerVendor(t *testing.T) {
 			"turn the firmware LLDP agent of ens785f0 off (software DCB through lldptool): ethtool --set-priv-flags ens785f0 fw-lldp-agent off [undo: ethtool --set-priv-flags ens785f0 fw-lldp-agent {value} with the values ethtool --show-priv-flags ens785f0 prints before]",
 			"ETS on ens785f0: priorities 0-3 and 4-7 to classes 0-3, 25% each: lldptool -T -i ens785f0 -V ETS-CFG willing=no up2tc=0:0,1:1,2:2,3:3,4:0,5:1,6:2,7:3 tsa=0:ets,1:ets,2:ets,3:ets,4:strict,5:strict,6:strict,7:strict tcbw=25,25,25,25,0,0,0,0 [undo: lldptool -T -i ens785f0 -V ETS-CFG willing={willing} up2tc={up2tc} tsa={tsa} tcbw={tcbw} with the values lldptool -t -i ens785f0 -V ETS-CFG -c willing -c up2tc -c tsa -c tcbw prints before]",
 			// DSCP 40 is above Intel's 31 and is left out, as the reference does.
-			"map DSCP 26 to priority 3 on ens785f0: lldptool -T -i ens785f0 -V APP app=3,5,26 [undo: lldptool -T -i ens785f0 -V APP -d app=3,5,26]",
+			"map DSCP 26 to priority 3 on ens785f0: lldptool -T -i ens785f0 -V APP app=3,5,26 [undo: lldptool -T -i ens785f0 -V APP -d app=3,5,26 unless lldptool -t -i ens785f0 -V APP -c app already lists it before]",
 			"check that mkdir is installed (irdma configfs): look up mkdir on PATH",
 			"check that rmdir is installed (irdma configfs): look up rmdir on PATH",
 			"open the irdma configfs entry of irdma0: mkdir -p /sys/kernel/config/irdma/irdma0 [undo: rmdir /sys/kernel/config/irdma/irdma0]",

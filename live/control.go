@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/lumina-go/lumina/inject"
@@ -101,13 +102,18 @@ func handleControl(ctx context.Context, b []byte, build BuildFunc, install Insta
 }
 
 // SendMetadata is the generator's side: it sends the metadata and waits for the switch's answer, the barrier.
+// addr is HOST:PORT (TCP) or unix:PATH (a unix socket, as the remote agent's control listener is).
 func SendMetadata(ctx context.Context, addr string, conns []inject.ConnMeta) (ControlReply, error) {
+	network, address := "tcp", addr
+	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, address = "unix", p
+	}
 	var d net.Dialer
 	var c net.Conn
 	var err error
 	// The switch may still be starting: retry a refused connection for a few seconds.
 	for try := 0; ; try++ {
-		c, err = d.DialContext(ctx, "tcp", addr)
+		c, err = d.DialContext(ctx, network, address)
 		if err == nil || try == 50 || ctx.Err() != nil {
 			break
 		}

@@ -663,6 +663,10 @@ type VerbsClientStart struct {
 // VerbsJobFile is the scenario the client reads, in the agent's run directory.
 const VerbsJobFile = "verbs-job.yaml"
 
+// VerbsControlSocket is the unix socket, in the agent's run directory, on which the client reports its
+// connections to the agent (lumina-verbs --control unix:NAME, relative to the run directory it runs in).
+const VerbsControlSocket = "verbs-control.sock"
+
 func (*VerbsClientStart) Name() string { return OpVerbsClientStart }
 func (o *VerbsClientStart) Validate() error {
 	if err := o.validate(); err != nil {
@@ -678,7 +682,7 @@ func (o *VerbsClientStart) Validate() error {
 }
 func (o *VerbsClientStart) Commands() [][]string {
 	return [][]string{append(o.args("client"), "--connect", o.Connect.String(), "--job", "RUNDIR/"+VerbsJobFile,
-		"--control", "127.0.0.1:PORT")}
+		"--control", "unix:"+VerbsControlSocket)}
 }
 
 // VerbsClientRun answers the generator's control message with "ready" (the start barrier: the switch is

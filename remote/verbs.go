@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lumina-go/lumina/live"
@@ -75,10 +77,26 @@ func (a *Agent) startVerbs(argv []string) (*agentVerbs, error) {
 	v.cmd = exec.Command(argv[0], argv[1:]...)
 	v.cmd.Stdout, v.cmd.Stderr = &v.stdout, &v.stderr
 	v.cmd.Dir = a.RunDir
-	if err := v.cmd.Start(); err != nil {
+	// Its own process group, killed whole on stop, and SIGKILL from the kernel when the agent dies: a killed
+	// agent (which lumina agent --cleanup cannot stop) must not leave it holding port 18515 and the RDMA device.
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The kernel sends the parent-death signal when the thread that forked the child ends, not the process:
+	// fork from a thread locked for the child's whole life (the runtime could otherwise retire it earlier).
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := v.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		v.err = v.cmd.Wait()
+		close(v.done)
+	}()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("starting lumina-verbs: %w", err)
 	}
-	go func() { v.err = v.cmd.Wait(); close(v.done) }()
 	return v, nil
 }
 
@@ -103,9 +121,14 @@ func (v *agentVerbs) wait(ctx context.Context, limit time.Duration) (killed bool
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	_ = v.cmd.Process.Kill()
+	v.kill()
 	<-v.done
 	return true
+}
+
+// kill kills the generator's process group: it and anything it started.
+func (v *agentVerbs) kill() {
+	_ = syscall.Kill(-v.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 func (v *agentVerbs) stop() {
@@ -118,7 +141,7 @@ func (v *agentVerbs) stop() {
 	select {
 	case <-v.done:
 	default:
-		_ = v.cmd.Process.Kill()
+		v.kill()
 		<-v.done
 	}
 }
@@ -169,11 +192,17 @@ func (a *Agent) verbsClientStart(ctx context.Context, o *VerbsClientStart) (any,
 	if err := os.WriteFile(job, []byte(o.ScenarioYAML), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the generator's job: %w", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The control listener is a unix socket in the run directory (0700): only the agent's user can connect, so
+	// no other local user can be first to feed the switch table fake QPNs and PSNs, as on a 127.0.0.1 port.
+	// The generator runs in the run directory and is given the socket's relative name (short of the limit of
+	// a socket path, wherever the run directory is).
+	sock := filepath.Join(a.RunDir, VerbsControlSocket)
+	_ = os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		return nil, fmt.Errorf("the control listener: %w", err)
 	}
-	argv := append(o.args("client"), "--connect", o.Connect.String(), "--job", job, "--control", ln.Addr().String())
+	argv := append(o.args("client"), "--connect", o.Connect.String(), "--job", job, "--control", "unix:"+VerbsControlSocket)
 	argv[0] = bin
 	v, err := a.startVerbs(argv)
 	if err != nil {

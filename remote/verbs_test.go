@@ -1,17 +1,22 @@
 package remote
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/lumina-go/lumina/inject"
 	"github.com/lumina-go/lumina/live"
 )
 
@@ -20,11 +25,44 @@ import (
 // naming the entries it was told), "die" (exit 1 before reporting), "hang" (a server that never ends).
 const envFakeVerbs = "LUMINA_TEST_FAKE_VERBS"
 
+// envAgent makes this test binary an agent serving its standard input in that run directory (VerbsDir is
+// envAgentVerbsDir), so that a test can kill it as a controller's session would lose it.
+const (
+	envAgent          = "LUMINA_TEST_AGENT"
+	envAgentVerbsDir  = "LUMINA_TEST_AGENT_VERBS_DIR"
+	envVerbsPIDs      = "LUMINA_TEST_VERBS_PIDS" // "hang": write "PID CHILDPID" there, CHILDPID a process it started
+	envVerbsIntruder  = "LUMINA_TEST_VERBS_INTRUDER"
+	modeIntruder      = "intruder"
+	intruderQPN       = 666
+	intruderDialError = "intruder could not connect: "
+)
+
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(envAgent); dir != "" {
+		os.Unsetenv(envAgent)
+		a := &Agent{RunDir: dir, VerbsDir: os.Getenv(envAgentVerbsDir)}
+		if err := a.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if mode := os.Getenv(envFakeVerbs); mode != "" {
 		os.Exit(fakeVerbs(mode, os.Args[1:]))
 	}
 	os.Exit(m.Run())
+}
+
+// intrude plays another local user: it connects to the control socket and, if it can, reports a fake QPN.
+func intrude(path string) int {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, intruderDialError+err.Error())
+		return 1
+	}
+	fmt.Fprintf(c, `{"conns":[{"index":0,"verb":"write","req_ip":"10.0.0.2","resp_ip":"10.0.0.3","req_qpn":%d,"resp_qpn":%d,"req_ipsn":1,"resp_ipsn":1,"packets_per_msg":1,"num_msgs":1}]}`+"\n", intruderQPN, intruderQPN)
+	time.Sleep(2 * time.Second)
+	return 0
 }
 
 func fakeVerbs(mode string, args []string) int {
@@ -43,7 +81,21 @@ func fakeVerbs(mode string, args []string) int {
 		return 2
 	}
 	switch {
+	case mode == modeIntruder:
+		return intrude(args[1])
 	case mode == "hang":
+		if f := os.Getenv(envVerbsPIDs); f != "" {
+			child := exec.Command(os.Args[0], "server")
+			child.Env = append(os.Environ(), envVerbsPIDs+"=")
+			if err := child.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			if err := os.WriteFile(f+".tmp", []byte(fmt.Sprintf("%d %d", os.Getpid(), child.Process.Pid)), 0o600); err != nil {
+				return 1
+			}
+			os.Rename(f+".tmp", f)
+		}
 		time.Sleep(time.Hour)
 		return 0
 	case mode == "die":
@@ -57,14 +109,27 @@ func fakeVerbs(mode string, args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	c, err := net.Dial("tcp", *control)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if os.Getenv(envVerbsIntruder) != "" {
+		// Another local user (nobody) tries to be first on the control socket while this generator waits.
+		sock, err := filepath.Abs(strings.TrimPrefix(*control, "unix:"))
+		if err != nil {
+			return 1
+		}
+		in := exec.Command(os.Args[0], "client", sock)
+		in.Env = append(os.Environ(), envFakeVerbs+"="+modeIntruder)
+		in.Dir = "/"
+		in.Stderr = os.Stderr
+		in.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if err := in.Run(); err == nil {
+			fmt.Fprintln(os.Stderr, "the intruder reported its connections")
+		}
 	}
-	fmt.Fprintln(c, `{"conns":[{"index":0,"verb":"write","req_ip":"10.0.0.2","resp_ip":"10.0.0.3","req_qpn":17,"resp_qpn":18,"req_ipsn":100,"resp_ipsn":200,"packets_per_msg":10,"num_msgs":20}]}`)
-	var r live.ControlReply
-	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&r); err != nil || !r.Ready {
+	// The generator's own client side of the control protocol, on the address the agent gave it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := live.SendMetadata(ctx, *control, []inject.ConnMeta{{Index: 0, Verb: "write", ReqIP: netip.MustParseAddr("10.0.0.2"),
+		RespIP: netip.MustParseAddr("10.0.0.3"), ReqQPN: 17, RespQPN: 18, ReqIPSN: 100, RespIPSN: 200, PacketsPerMsg: 10, NumMsgs: 20}})
+	if err != nil || !r.Ready {
 		fmt.Fprintln(os.Stderr, "no ready:", err)
 		return 1
 	}
@@ -174,5 +239,162 @@ func TestAgentVerbsErrors(t *testing.T) {
 	if rs[0].OK || !strings.Contains(rs[0].Error, "64 lowercase hex digits") || rs[1].OK || !strings.Contains(rs[1].Error, "unknown field") ||
 		rs[2].OK || !strings.Contains(rs[2].Error, "is not an RDMA device name") {
 		t.Errorf("bad arguments: %+v", rs)
+	}
+}
+
+// readPIDs waits for the "hang" generator's pid file: its own pid and its child's.
+func readPIDs(t *testing.T, f string) (int, int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			var p, c int
+			if _, err := fmt.Sscanf(string(b), "%d %d", &p, &c); err != nil {
+				t.Fatalf("pid file %q: %v", b, err)
+			}
+			return p, c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the generator wrote no pid file: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive: the process exists and is not a zombie waiting for a parent that does not reap.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func waitGone(t *testing.T, what string, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("%s (pid %d) still runs", what, pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// When the session ends, the agent kills the generator's whole process group: a process the generator
+// started does not outlive it either.
+func TestAgentVerbsStopKillsProcessGroup(t *testing.T) {
+	bin := t.TempDir()
+	sum := deployFake(t, bin)
+	pids := filepath.Join(t.TempDir(), "pids")
+	t.Setenv(envFakeVerbs, "hang")
+	t.Setenv(envVerbsPIDs, pids)
+	a := &Agent{RunDir: filepath.Join(t.TempDir(), "run"), VerbsDir: bin}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(context.Background(), inR, outW); outW.Close() }()
+	defer inW.Close()
+	go fmt.Fprintln(inW, verbsReq(1, OpVerbsServerStart, sum, `,"listen":"10.0.0.3:18515"`))
+	var r Response
+	if err := json.NewDecoder(outR).Decode(&r); err != nil || !r.OK {
+		t.Fatalf("verbs-server-start: %v %+v", err, r)
+	}
+	go io.Copy(io.Discard, outR)
+	p, c := readPIDs(t, pids)
+	if !alive(p) || !alive(c) {
+		t.Fatal("the generator and its child are not running before the session ends")
+	}
+	inW.Close() // the session ends: the controller is gone
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, "the generator", p)
+	waitGone(t, "the generator's child", c)
+}
+
+// An agent that is killed (SIGKILL: no shutdown runs, and lumina agent --cleanup cannot know the process)
+// takes the generator with it: the kernel's parent-death signal ends it, so nothing keeps port 18515 and the
+// RDMA device.
+func TestKilledAgentTakesVerbsGenerator(t *testing.T) {
+	bin := t.TempDir()
+	sum := deployFake(t, bin)
+	pids := filepath.Join(t.TempDir(), "pids")
+	agent := exec.Command(os.Args[0], "-test.run=^$")
+	agent.Env = append(os.Environ(), envAgent+"="+filepath.Join(t.TempDir(), "run"), envAgentVerbsDir+"="+bin,
+		envFakeVerbs+"=hang", envVerbsPIDs+"="+pids)
+	in, err := agent.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := agent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Wait()
+	defer agent.Process.Kill()
+	fmt.Fprintln(in, verbsReq(1, OpVerbsServerStart, sum, `,"listen":"10.0.0.3:18515"`))
+	var r Response
+	if err := json.NewDecoder(out).Decode(&r); err != nil || !r.OK {
+		t.Fatalf("verbs-server-start: %v %+v", err, r)
+	}
+	p, _ := readPIDs(t, pids)
+	if !alive(p) {
+		t.Fatal("the generator is not running before the agent is killed")
+	}
+	if err := agent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	agent.Wait()
+	waitGone(t, "the generator of a killed agent", p)
+}
+
+// The generator reports its connections on a unix socket in the agent's 0700 run directory: another local
+// user cannot connect to it, so cannot be first to feed the switch table its own QPNs; the agent hands the
+// controller the generator's connections.
+func TestAgentVerbsControlOnlyFromAgentUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the intruder as another user")
+	}
+	// Directories the intruder (nobody) can traverse and execute from: only the run directory guards the socket.
+	open := func() string {
+		d := t.TempDir()
+		for _, p := range []string{d, filepath.Dir(d)} {
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	bin := open()
+	sum := deployFake(t, bin)
+	t.Setenv(envFakeVerbs, "ok")
+	t.Setenv(envVerbsIntruder, "1")
+	runDir := filepath.Join(open(), "run")
+	a := &Agent{RunDir: runDir, VerbsDir: bin}
+	rs := serveLines(t, a,
+		verbsReq(1, OpVerbsClientStart, sum, `,"connect":"10.0.0.3:18515","scenario_yaml":"traffic: {}\n"`),
+		`{"id":2,"op":"verbs-client-run","args":{"entries":1,"limit_ms":20000}}`)
+	if !rs[0].OK || !rs[1].OK {
+		t.Fatalf("responses %+v", rs)
+	}
+	var msg live.ControlMsg
+	if err := json.Unmarshal(rs[0].Result, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Conns) != 1 || msg.Conns[0].ReqQPN != 17 {
+		t.Errorf("connections %+v; want only the generator's (QPN 17), never the intruder's %d", msg.Conns, intruderQPN)
+	}
+	var res VerbsResult
+	json.Unmarshal(rs[1].Result, &res)
+	if !strings.Contains(res.Log, intruderDialError) || !strings.Contains(res.Log, "permission denied") {
+		t.Errorf("generator log %q; want the intruder refused (permission denied)", res.Log)
 	}
 }

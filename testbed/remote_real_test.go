@@ -45,7 +45,7 @@ func TestRemoteDryRunRealNIC(t *testing.T) {
 		"op counters ib-device=mlx5_1/1 (start and finish snapshots)\n    read /sys/class/infiniband/mlx5_1/ports/1/hw_counters/* and counters/*\n" +
 			"    exec rdma statistic show link mlx5_1/1\n    exec ethtool -S ens1f0\n  op verbs-server-start device=mlx5_1 listen=10.0.0.3:18515\n",
 		" server --device mlx5_1 --gid-index -1 --timeout 40000ms --listen 10.0.0.3:18515\n",
-		" client --device mlx5_0 --gid-index -1 --timeout 40000ms --connect 10.0.0.3:18515 --job RUNDIR/verbs-job.yaml --control 127.0.0.1:PORT\n",
+		" client --device mlx5_0 --gid-index -1 --timeout 40000ms --connect 10.0.0.3:18515 --job RUNDIR/verbs-job.yaml --control unix:verbs-control.sock\n",
 		"  op verbs-client-run limit_ms=40000 (answers the generator ready: the start barrier)\n  op counters ib-device=mlx5_0/1",
 		"  op switch-install conns=0\n    (the connections are the QPNs and PSNs verbs-client-start returns)\n",
 		"  op nic-undo\n    the undo of every nic-setup step that changed state, in reverse order\n",

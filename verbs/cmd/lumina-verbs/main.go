@@ -19,7 +19,7 @@ import (
 
 const usage = `usage:
   lumina-verbs server --device DEV --listen ADDR:PORT [--gid-index N] [--timeout D]
-  lumina-verbs client --device DEV --connect ADDR:PORT --job scenario.yaml [--control ADDR:PORT] [--gid-index N] [--timeout D]
+  lumina-verbs client --device DEV --connect ADDR:PORT --job scenario.yaml [--control ADDR:PORT|unix:PATH] [--gid-index N] [--timeout D]
 
 The client reads the scenario's traffic section (connections, verb, messages, size, MTU, tx-depth, barrier-sync,
 multi-gid, dscp-list, timeouts), sets the connections up with the server over TCP, reports every connection's
@@ -43,7 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "", "server: address to listen on")
 	connect := fs.String("connect", "", "client: the server's address")
 	job := fs.String("job", "", "client: the scenario")
-	control := fs.String("control", "", "client: the switch's control plane (empty: no start barrier)")
+	control := fs.String("control", "", "client: the switch's control plane, ADDR:PORT or unix:PATH (empty: no start barrier)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
