@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -67,7 +68,6 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netns run: %w", err)
 	}
-	nconn := len(plan.Meta)
 	if cfg.OutDir == "" {
 		return nil, errors.New("netns run: no output directory for the dumps")
 	}
@@ -184,32 +184,7 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 		}
 		res.Dumps = append(res.Dumps, DumpFile{Path: path, Stats: st})
 	}
-	res.Conns = meta
-	results := req.Results()
-	dataStats := req.DataStats()
-	for k, v := range resp.DataStats() {
-		dataStats[k] = v
-	}
-	res.PerConn = make([]lab.ConnResult, nconn)
-	for i := range res.PerConn {
-		r, ok := results[i]
-		if !ok {
-			r = lab.ConnResult{Verb: meta[i].Verb, Status: rnic.ConnIncomplete}
-		}
-		r.DataPackets, r.Retransmissions = dataStats[i][0], dataStats[i][1]
-		res.PerConn[i] = r
-		res.EndNs = max(res.EndNs, r.LastCompletionNs)
-	}
-	res.Counters.Requester = req.Counters()
-	res.Counters.Responder = resp.Counters()
-	for p := range 2 {
-		ps := swStatus.Ports[p]
-		res.SwitchPorts[p] = inject.PortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
-	}
-	if swStatus.Injector != nil {
-		res.Switch = swStatus.Injector
-	}
-	res.FlushedFrames = int(swStatus.Flushed)
+	res.Account(meta, req.Results(), req.DataStats(), resp.DataStats(), req.Counters(), resp.Counters(), swStatus)
 	errs := []error{swErr, respErr, ctlErr, errors.Join(dumpErrs...)}
 	if reqErr != nil && !errors.Is(reqErr, context.DeadlineExceeded) {
 		errs = append(errs, reqErr)
@@ -221,6 +196,39 @@ func RunNetns(ctx context.Context, cfg NetnsConfig) (*NetnsResult, error) {
 		return res, fmt.Errorf("netns run: %w", err)
 	}
 	return res, nil
+}
+
+// Account fills the result from what the endpoints and the switch reported: per connection its completion
+// (incomplete when the requester reported none), data packets and retransmissions (the responder's count wins
+// for the connections it carried data on: READ responses), both NICs' counters, and the switch's ports,
+// injector and flushed frames. The netns testbed and the remote testbed account alike.
+func (res *NetnsResult) Account(meta []inject.ConnMeta, results map[int]lab.ConnResult, reqData, respData map[int][2]uint64,
+	reqCounters, respCounters lab.CounterSnapshot, st SwitchStatus) {
+	res.Conns = meta
+	data := maps.Clone(reqData)
+	if data == nil {
+		data = map[int][2]uint64{}
+	}
+	maps.Copy(data, respData)
+	res.PerConn = make([]lab.ConnResult, len(meta))
+	for i := range res.PerConn {
+		r, ok := results[i]
+		if !ok {
+			r = lab.ConnResult{Verb: meta[i].Verb, Status: rnic.ConnIncomplete}
+		}
+		r.DataPackets, r.Retransmissions = data[i][0], data[i][1]
+		res.PerConn[i] = r
+		res.EndNs = max(res.EndNs, r.LastCompletionNs)
+	}
+	res.Counters.Requester, res.Counters.Responder = reqCounters, respCounters
+	for p := range 2 {
+		ps := st.Ports[p]
+		res.SwitchPorts[p] = inject.PortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
+	}
+	if st.Injector != nil {
+		res.Switch = st.Injector
+	}
+	res.FlushedFrames = int(st.Flushed)
 }
 
 // frameSizeFor picks a V2 ring slot that holds a whole frame of the RoCE MTU plus headers.

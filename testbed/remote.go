@@ -21,7 +21,6 @@ import (
 	"github.com/lumina-go/lumina/live"
 	"github.com/lumina-go/lumina/remote"
 	"github.com/lumina-go/lumina/resultsdir"
-	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/scenario"
 )
 
@@ -613,30 +612,8 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if ctx.Err() != nil {
 		return invalid(ctx.Err())
 	}
-	// The same accounting as the netns testbed (live.RunNetns).
-	res.Conns = p.meta
-	data := reqRes.DataStats
-	for k, v := range respRes.DataStats {
-		data[k] = v
-	}
-	res.PerConn = make([]lab.ConnResult, len(p.meta))
-	for i := range res.PerConn {
-		r, ok := reqRes.Results[i]
-		if !ok {
-			r = lab.ConnResult{Verb: p.meta[i].Verb, Status: rnic.ConnIncomplete}
-		}
-		r.DataPackets, r.Retransmissions = data[i][0], data[i][1]
-		res.PerConn[i] = r
-		res.EndNs = max(res.EndNs, r.LastCompletionNs)
-	}
-	res.Counters.Requester = reqRes.Counters
-	res.Counters.Responder = respRes.Counters
 	st := swRes.Status
-	for q := range 2 {
-		ps := st.Ports[q]
-		res.SwitchPorts[q] = inject.PortCounters{RxRoCE: ps.RxRoCE, TxRoCE: ps.TxRoCE, Mirrored: ps.Mirrored}
-	}
-	res.FlushedFrames = int(st.Flushed)
+	res.Account(p.meta, reqRes.Results, reqRes.DataStats, respRes.DataStats, reqRes.Counters, respRes.Counters, st) // as the netns testbed
 	if err := writeRemoteRaw(opts.OutDir, st, agents, p); err != nil {
 		return nil, err
 	}
