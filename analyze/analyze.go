@@ -143,6 +143,8 @@ type analyzer struct {
 	// snap length shorter than the headers): their connections cannot be judged, nor can the counters.
 	cut      map[flowKey]int
 	cutTotal int
+	// cutUnknown counts the packets whose BTH the capture cut: they belong to no known connection.
+	cutUnknown int
 	// moved counts, per destination flow, the packets a delay, reorder or duplicate event delivered in
 	// another order (or more often) than the switch saw them: the checkers read the switch's order, so these
 	// connections, and the counters, cannot be judged.
@@ -279,6 +281,10 @@ func (a *analyzer) packet(tp *trace.Packet) {
 			a.cut = map[flowKey]int{}
 		}
 		a.cut[flowKey{p.DstIP, p.BTH.DestQP}]++
+		a.cutTotal++
+	} else if ok && p.Reason == roce.ReasonShortBTH {
+		// The BTH itself is cut: the packet's connection is unknown, so every connection may miss it.
+		a.cutUnknown++
 		a.cutTotal++
 	}
 	if !ok || p.Reason == roce.ReasonShortBTH {

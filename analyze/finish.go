@@ -127,9 +127,9 @@ func (a *analyzer) finish() *Analysis {
 // cutPackets counts the packets of either direction of a connection whose transport headers the capture cut.
 func (a *analyzer) cutPackets(cs *connState) int {
 	if a.cut == nil {
-		return 0
+		return a.cutUnknown
 	}
-	return a.cut[flowKey{cs.c.RespIP, cs.c.RespQPN}] + a.cut[flowKey{cs.c.ReqIP, cs.c.ReqQPN}]
+	return a.cut[flowKey{cs.c.RespIP, cs.c.RespQPN}] + a.cut[flowKey{cs.c.ReqIP, cs.c.ReqQPN}] + a.cutUnknown
 }
 
 // movedPackets counts the packets of either direction of a connection that a delay, reorder or duplicate event

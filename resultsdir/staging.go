@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -93,6 +94,14 @@ func checkReplaceable(final string) error {
 	if !st.IsDir() {
 		return BadInputf("results directory %s exists and is not a directory; choose another --out", final)
 	}
+	// A mount point cannot be swapped with its staging sibling (rename across file systems): the finished
+	// results would be stranded, marked incomplete. Refuse it before anything runs.
+	if pst, err := os.Stat(filepath.Dir(final)); err == nil {
+		if a, b := st.Sys().(*syscall.Stat_t), pst.Sys().(*syscall.Stat_t); a != nil && b != nil && a.Dev != b.Dev {
+			return BadInputf("results directory %s is a mount point; results are written beside it and moved into place, so give a directory inside it (e.g. %s)",
+				final, filepath.Join(final, "results"))
+		}
+	}
 	entries, err := os.ReadDir(final)
 	if err != nil {
 		return BadInputf("results directory %s: %w", final, err)
@@ -143,7 +152,13 @@ func (s *Staging) Commit() error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("moving results into %s: %w", s.Final, err)
+			// Neither way worked (a mount point, a busy directory): the previous results stay as they were, and
+			// the new ones, complete, stay where they are, unmarked, under their own name.
+			_ = os.Remove(filepath.Join(s.Final, FileIncomplete))
+			if rerr := os.Remove(filepath.Join(s.Dir, FileIncomplete)); rerr != nil {
+				return fmt.Errorf("moving results into %s: %w (they stay in %s, marked incomplete: %v)", s.Final, err, s.Dir, rerr)
+			}
+			return BadInputf("moving results into %s: %w; the complete results are in %s", s.Final, err, s.Dir)
 		}
 	}
 	if err := os.Remove(filepath.Join(s.Final, FileIncomplete)); err != nil {

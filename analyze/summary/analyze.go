@@ -69,30 +69,37 @@ const mirrorSample = 8
 // more) and whose source MACs, read as 48-bit mirror sequence numbers, strictly increase. Real traffic fails the
 // rule on the TTL or on the MACs (a host sends from one MAC).
 func IsMirrorTagged(path string) (bool, error) {
+	tagged, empty, err := mirrorTag(path)
+	return tagged && !empty, err
+}
+
+// mirrorTag is IsMirrorTagged that also says whether the file holds no whole packet at all (a header-only dump,
+// or one cut inside its first packet): such a file tells nothing about the order.
+func mirrorTag(path string) (tagged, empty bool, err error) {
 	f, err := trace.Open(path)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer f.Close()
 	var prev uint64
 	for i := 0; i < mirrorSample; i++ {
 		p, err := f.Next()
 		if errors.Is(err, io.EOF) {
-			return i > 0, nil
+			return i > 0, i == 0, nil
 		}
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if p.LinkType != trace.LinkTypeEthernet {
-			return false, nil
+			return false, false, nil
 		}
 		m, ok := roce.DecodeMirror(p.Data)
 		if !ok || m.Event > roce.EventRewrite || (i > 0 && m.Seq <= prev) {
-			return false, nil
+			return false, false, nil
 		}
 		prev = m.Seq
 	}
-	return true, nil
+	return true, false, nil
 }
 
 // Analyze summarizes the captures at paths in one streaming pass. Several files are merged by timestamp, or by
@@ -139,16 +146,21 @@ func Open(paths []string, opts Options) (*Source, error) {
 	}
 	order := opts.Order
 	if order == OrderAuto {
-		order = OrderMirror
+		// Lumina dumps when every file with packets is tagged, and some file is or the switch's counters say
+		// packets were mirrored: a dump left empty (its dumper lost everything, or was cut in its first packet)
+		// must not turn a pair of dumps into a time-ordered capture that skips the integrity check.
+		anyTagged, untagged := false, false
 		for _, p := range paths {
-			tagged, err := IsMirrorTagged(p)
+			tagged, empty, err := mirrorTag(p)
 			if err != nil {
 				return nil, fmt.Errorf("analyzing: %w", err)
 			}
-			if !tagged {
-				order = OrderTime
-				break
-			}
+			anyTagged = anyTagged || tagged && !empty
+			untagged = untagged || !tagged && !empty
+		}
+		order = OrderTime
+		if !untagged && (anyTagged || opts.Counters != nil) {
+			order = OrderMirror
 		}
 	}
 	if opts.Order == OrderMirror {

@@ -91,6 +91,17 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 						a, resultsdir.FileScenario, refdir.DirPcap, filepath.Join(a, "*.pcap"))
 				}
 			}
+			// Files of a results directory that a run left incomplete are refused as the directory is: what an
+			// interrupted or failed run wrote is never judged.
+			for _, a := range args {
+				dir := filepath.Dir(a)
+				if filepath.Base(dir) == resultsdir.DirDump {
+					dir = filepath.Dir(dir)
+				}
+				if err := resultsdir.CheckComplete(dir); err != nil {
+					return fail(exitInvalid, fmt.Errorf("%s: %w", a, err))
+				}
+			}
 			ord, err := summary.ParseOrder(order)
 			if err != nil {
 				return badInput("--order: %v", err)

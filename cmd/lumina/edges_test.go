@@ -509,6 +509,20 @@ func TestWrapsEveryPath(t *testing.T) {
 // or counter verdict made up from the packets it could not read.
 func TestCutHeadersNotJudged(t *testing.T) {
 	res := runDumps(t)
+	// 64 bytes keep the BTH but cut the extended headers; 50 cut the BTH itself (the packet's connection is
+	// unknown, so no connection is judged).
+	for _, snap := range []int{64, 50} {
+		cutHeadersNotJudged(t, res, snap)
+	}
+	// A scenario cannot ask for such copies.
+	sc := writeFile(t, "snap.yaml", scenarioOK+"network: {snap-len: 64}\n")
+	if code, _, stderr := lumina(t, "run", sc, "--out", filepath.Join(t.TempDir(), "r")); code != 2 ||
+		!strings.Contains(stderr, "snap length 64 is too short; expected 128..65535") {
+		t.Fatalf("snap-len 64: exit %d %q", code, stderr)
+	}
+}
+
+func cutHeadersNotJudged(t *testing.T, res string, snap int) {
 	dir := t.TempDir()
 	var cut []string
 	for _, name := range []string{"dumper-0.pcap", "dumper-1.pcap"} {
@@ -518,13 +532,13 @@ func TestCutHeadersNotJudged(t *testing.T) {
 		}
 		out := filepath.Join(dir, name)
 		o, _ := os.Create(out)
-		w, _ := trace.NewPcapWriter(o, trace.PcapWriterOptions{Nanosecond: true, SnapLen: 64, LinkType: trace.LinkTypeEthernet})
+		w, _ := trace.NewPcapWriter(o, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
 		for {
 			p, err := f.Next()
 			if err != nil {
 				break
 			}
-			w.WritePacket(p.Timestamp, p.Data[:min(64, len(p.Data))], p.OrigLen)
+			w.WritePacket(p.Timestamp, p.Data[:min(snap, len(p.Data))], p.OrigLen)
 		}
 		w.Close()
 		o.Close()
@@ -533,14 +547,8 @@ func TestCutHeadersNotJudged(t *testing.T) {
 	}
 	code, stdout, stderr := lumina(t, append([]string{"analyze"}, cut...)...)
 	if code != 0 || strings.Contains(stdout, "[FAIL]") || strings.Contains(stdout, "violation") ||
-		!strings.Contains(stdout, "the capture cut the transport headers of") {
-		t.Fatalf("exit %d %s\n%s", code, stderr, stdout)
-	}
-	// A scenario cannot ask for such copies.
-	sc := writeFile(t, "snap.yaml", scenarioOK+"network: {snap-len: 64}\n")
-	if code, _, stderr := lumina(t, "run", sc, "--out", filepath.Join(t.TempDir(), "r")); code != 2 ||
-		!strings.Contains(stderr, "snap length 64 is too short; expected 128..65535") {
-		t.Fatalf("snap-len 64: exit %d %q", code, stderr)
+		!strings.Contains(stdout, "transport headers") {
+		t.Fatalf("snap %d: exit %d %s\n%s", snap, code, stderr, stdout)
 	}
 }
 
@@ -784,6 +792,42 @@ func TestMovedPacketsNotJudged(t *testing.T) {
 			!strings.Contains(stdout, "not judged (delay, reorder or duplicate events changed the delivery of 1 of its packets") ||
 			!strings.Contains(stdout, "the counters cannot be compared with the trace") {
 			t.Errorf("%s: exit %d %s\n%s", ev, code, stderr, stdout)
+		}
+	}
+}
+
+// A dump left with no whole packet (its dumper lost everything, or it was cut inside its first packet) does not
+// turn a pair of Lumina dumps into a time-ordered capture that skips the integrity check; and the files of a
+// results directory a run left incomplete are refused as the directory is.
+func TestEmptyDumpAndIncompleteFiles(t *testing.T) {
+	res := runDumps(t)
+	d0, d1 := filepath.Join(res, "dump", "dumper-0.pcap"), filepath.Join(res, "dump", "dumper-1.pcap")
+	dir := filepath.Join(t.TempDir(), "copy")
+	if err := os.MkdirAll(filepath.Join(dir, "dump"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyTo(t, dir, filepath.Join(res, "counters.json"))
+	files := copyTo(t, filepath.Join(dir, "dump"), d0, d1)
+	b, err := os.ReadFile(files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []int{24, 24 + 16 + 30} { // header only; cut inside the first packet
+		if err := os.WriteFile(files[1], b[:cut], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, _ := lumina(t, "analyze", files[0], files[1])
+		if code != 3 || !strings.Contains(stdout, "by mirror-seq") || !strings.Contains(stdout, "INVALID TRACE") {
+			t.Errorf("dumper-1 cut at %d bytes: exit %d, want 3 with the integrity check failing\n%s", cut, code, stdout)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(res, "INCOMPLETE"), []byte("lumina: stopped by the test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{d0, d1}, {filepath.Join(res, "trace.pcapng")}} {
+		code, _, stderr := lumina(t, append([]string{"analyze"}, args...)...)
+		if code != 3 || !strings.Contains(stderr, "not analyzed: stopped by the test") {
+			t.Errorf("analyze %v of an incomplete directory: exit %d %s; want 3 with the marker's reason", args, code, stderr)
 		}
 	}
 }
