@@ -20,7 +20,24 @@ func ReadSwitchCounts(path string) (summary.SwitchCounts, error) {
 		return summary.SwitchCounts{}, err
 	}
 	if cf.Switch.Ports == nil {
-		return summary.SwitchCounts{}, fmt.Errorf("%s: no switch counters (want a results directory's counters.json)", path)
+		// The status file of lumina switch --status (a Linux testbed run by hand) has the same counts.
+		var st struct {
+			UptimeNs *int64 `json:"uptime_ns"`
+			Ports    []struct {
+				RxRoCE   uint64 `json:"rx_roce"`
+				Mirrored uint64 `json:"mirrored"`
+			} `json:"ports"`
+		}
+		if err := resultsdir.ReadJSON(filepath.Dir(path), filepath.Base(path), &st); err != nil || st.UptimeNs == nil || len(st.Ports) != 2 {
+			return summary.SwitchCounts{}, fmt.Errorf("%s: no switch counters (want a results directory's counters.json or the status file of lumina switch --status)", path)
+		}
+		var c summary.SwitchCounts
+		for _, p := range st.Ports {
+			c.Mirrored += p.Mirrored
+			c.RxRoCE += p.RxRoCE
+		}
+		c.Source = path
+		return c, nil
 	}
 	return summary.SwitchCounts{Mirrored: cf.Switch.Mirrored, RxRoCE: cf.Switch.RxRoCE, Source: path}, nil
 }

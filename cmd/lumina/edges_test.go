@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/lumina-go/lumina/resultsdir"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -829,5 +830,48 @@ func TestEmptyDumpAndIncompleteFiles(t *testing.T) {
 		if code != 3 || !strings.Contains(stderr, "not analyzed: stopped by the test") {
 			t.Errorf("analyze %v of an incomplete directory: exit %d %s; want 3 with the marker's reason", args, code, stderr)
 		}
+	}
+}
+
+// On a Linux testbed run by hand there is no counters.json: the switch's --status file gives the two count
+// conditions their numbers.
+func TestCountersFromSwitchStatus(t *testing.T) {
+	res := runDumps(t)
+	var cf resultsdir.CountersFile
+	if err := resultsdir.ReadJSON(res, resultsdir.FileCounters, &cf); err != nil || len(cf.Switch.Ports) != 2 {
+		t.Fatalf("counters.json: %v %+v", err, cf.Switch)
+	}
+	type port struct {
+		RxRoCE   uint64 `json:"rx_roce"`
+		Mirrored uint64 `json:"mirrored"`
+	}
+	status := struct {
+		UptimeNs int64   `json:"uptime_ns"`
+		Ports    [2]port `json:"ports"`
+		Mirrored uint64  `json:"mirrored"`
+	}{UptimeNs: 1}
+	for i, p := range cf.Switch.Ports {
+		status.Ports[i] = port{RxRoCE: p.RxRoCE, Mirrored: p.Mirrored}
+		status.Mirrored += p.Mirrored
+	}
+	b, _ := json.Marshal(status)
+	dir := t.TempDir()
+	sw := filepath.Join(dir, "sw.json")
+	if err := os.WriteFile(sw, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dumps := copyTo(t, dir, filepath.Join(res, "dump", "dumper-0.pcap"), filepath.Join(res, "dump", "dumper-1.pcap"))
+	code, stdout, stderr := lumina(t, append([]string{"analyze", "--counters", sw}, dumps...)...)
+	if code != 0 || !strings.Contains(stdout, "integrity  ok (4/4 conditions hold)") {
+		t.Fatalf("exit %d %s\n%s", code, stderr, stdout)
+	}
+	// One mirrored copy fewer than the switch says: the count condition fails, exit 3.
+	status.Ports[0].Mirrored++
+	b, _ = json.Marshal(status)
+	if err := os.WriteFile(sw, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, _ := lumina(t, append([]string{"analyze", "--counters", sw}, dumps...)...); code != 3 || !strings.Contains(stdout, "[FAIL] count-equals-mirrored") {
+		t.Fatalf("short trace: exit %d\n%s", code, stdout)
 	}
 }
