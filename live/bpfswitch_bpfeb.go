@@ -91,6 +91,7 @@ type bpfSwitchGstate struct {
 	}
 	Pad    uint32
 	Seq    uint64
+	LastNs uint64
 	Credit [16]int64
 }
 

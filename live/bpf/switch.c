@@ -66,6 +66,7 @@ struct gstate {
 	struct bpf_spin_lock lock;
 	__u32 pad;
 	__u64 seq;
+	__u64 last_ns; /* the latest mirror timestamp handed out (raw bpf_ktime_get_ns) */
 	__s64 credit[MAX_DUMPERS];
 };
 
@@ -563,12 +564,15 @@ static __always_inline void put48(__u8 *b, __u64 v)
  * restores the frame's headers. */
 struct pick {
 	__u64 seq;
+	__u64 ns; /* in: bpf_ktime_get_ns() at ingress; out: the same, never before an earlier sequence number's */
 	__u32 dumper;
 	__u32 pad;
 };
 
 /* next_mirror takes the next mirror sequence number and the dumper (inject.Switch.mirror's s.seq and
- * s.wrr.Next()) under the global lock, and counts the copy. It returns 0 when there is a dumper to send the
+ * s.wrr.Next()) under the global lock, and counts the copy. Two CPUs can read the clock in one order and take
+ * sequence numbers in the other: the timestamp is raised to the last one handed out, so that timestamps never
+ * go backwards along the mirror sequence (the integrity check's second condition). It returns 0 when there is a dumper to send the
  * copy to, 1 when the switch has none (the copy is counted, as on the ring path, and goes nowhere). */
 __noinline int next_mirror(struct pick *pk)
 {
@@ -581,9 +585,13 @@ __noinline int next_mirror(struct pick *pk)
 	__u32 nd = cfg->ndumpers;
 	__u64 seq;
 	__u32 d = 0;
+	__u64 ns = pk->ns;
 	bpf_spin_lock(&g->lock);
 	seq = g->seq % MASK48 + 1;
 	g->seq = seq;
+	if (ns < g->last_ns)
+		ns = g->last_ns;
+	g->last_ns = ns;
 	if (nd > 0) {
 		/* inject.WRR.Next: add each weight to its credit, take the largest (lowest index on ties), charge
 		 * it the total */
@@ -604,6 +612,7 @@ __noinline int next_mirror(struct pick *pk)
 	bpf_spin_unlock(&g->lock);
 	c->mirrored++;
 	pk->seq = seq;
+	pk->ns = ns;
 	pk->dumper = d & (MAX_DUMPERS - 1);
 	if (nd == 0) {
 		c->per_dumper[0]++;
@@ -622,10 +631,11 @@ __noinline int mirror(struct __sk_buff *skb, __u32 l3, __u32 ihl, __u32 udp, __u
 	struct counters *c = bpf_map_lookup_elem(&counters, &zero);
 	if (!cfg || !c)
 		return -1;
-	__u64 ts = (bpf_ktime_get_ns() - cfg->start_ns) & MASK48;
 	struct pick pk = {};
+	pk.ns = bpf_ktime_get_ns();
 	if (next_mirror(&pk) != 0)
 		return 0;
+	__u64 ts = (pk.ns - cfg->start_ns) & MASK48;
 	__u64 seq = pk.seq;
 	__u32 d = pk.dumper & (MAX_DUMPERS - 1);
 
@@ -889,9 +899,10 @@ int lumina_xdp(struct xdp_md *ctx)
 		flip_id_xdp(ctx, p.l3, p.ihl);
 		break;
 	}
-	__u64 ts = (bpf_ktime_get_ns() - cfg->start_ns) & MASK48;
 	struct pick pk = {};
+	pk.ns = bpf_ktime_get_ns();
 	int m = next_mirror(&pk);
+	__u64 ts = (pk.ns - cfg->start_ns) & MASK48;
 	if (m == 0) {
 		if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct xmeta)) < 0) {
 			c->mirror_err++;
