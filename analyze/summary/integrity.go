@@ -73,8 +73,12 @@ func DumperDrops(paths []string) *trace.CheckResult {
 			continue
 		}
 		if n := st.KernelDrops + st.FreezeQ + st.Malformed + st.BufferFull; n > 0 || (st.Complete != nil && !*st.Complete) {
-			problems = append(problems, fmt.Sprintf("%s reports %d kernel drops, %d ring freezes, %d malformed ring entries, %d buffer-full drops",
-				filepath.Base(p), st.KernelDrops, st.FreezeQ, st.Malformed, st.BufferFull))
+			msg := fmt.Sprintf("%s reports %d kernel drops, %d ring freezes, %d malformed ring entries, %d buffer-full drops",
+				filepath.Base(p), st.KernelDrops, st.FreezeQ, st.Malformed, st.BufferFull)
+			if st.Complete != nil && !*st.Complete {
+				msg += ", and that its dump is incomplete"
+			}
+			problems = append(problems, msg)
 		}
 	}
 	if seen == 0 {
