@@ -569,6 +569,25 @@ struct pick {
 	__u32 pad;
 };
 
+/* event_of is the action the event table gives this packet (ACT_NONE when no entry matches or its BTH was
+ * cut), counting the entry's hit and the event; both hooks call it. */
+static __always_inline __u32 event_of(struct pkt *p, struct counters *c)
+{
+	if (!p->full_bth)
+		return ACT_NONE;
+	int v = classify(p);
+	if (v < 0)
+		return ACT_NONE;
+	__u32 act = v & 0xff;
+	__u32 idx = (__u32)v >> 8;
+	__u64 *h = bpf_map_lookup_elem(&hits, &idx);
+	if (h)
+		__sync_fetch_and_add(h, 1);
+	if (act < NUM_ACTIONS)
+		c->events[act]++;
+	return act;
+}
+
 /* next_mirror takes the next mirror sequence number and the dumper (inject.Switch.mirror's s.seq and
  * s.wrr.Next()) under the global lock, and counts the copy. Two CPUs can read the clock in one order and take
  * sequence numbers in the other: the timestamp is raised to the last one handed out, so that timestamps never
@@ -727,19 +746,7 @@ int lumina_switch(struct __sk_buff *skb)
 	}
 	c->rx_roce[port]++;
 
-	__u32 act = ACT_NONE;
-	if (p.full_bth) {
-		int v = classify(&p);
-		if (v >= 0) {
-			act = v & 0xff;
-			__u32 idx = (__u32)v >> 8;
-			__u64 *h = bpf_map_lookup_elem(&hits, &idx);
-			if (h)
-				__sync_fetch_and_add(h, 1);
-			if (act < NUM_ACTIONS)
-				c->events[act]++;
-		}
-	}
+	__u32 act = event_of(&p, c);
 	switch (act) {
 	case ACT_ECN: {
 		__u8 tos = p.tos | 3;
@@ -875,19 +882,7 @@ int lumina_xdp(struct xdp_md *ctx)
 	}
 	c->rx_roce[port]++;
 
-	__u32 act = ACT_NONE;
-	if (p.full_bth) {
-		int v = classify(&p);
-		if (v >= 0) {
-			act = v & 0xff;
-			__u32 idx = (__u32)v >> 8;
-			__u64 *h = bpf_map_lookup_elem(&hits, &idx);
-			if (h)
-				__sync_fetch_and_add(h, 1);
-			if (act < NUM_ACTIONS)
-				c->events[act]++;
-		}
-	}
+	__u32 act = event_of(&p, c);
 	switch (act) {
 	case ACT_ECN: {
 		__u8 tos = p.tos | 3;
