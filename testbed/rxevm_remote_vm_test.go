@@ -4,9 +4,6 @@ package testbed
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 	"github.com/lumina-go/lumina/resultsdir"
 	"net"
@@ -58,26 +55,6 @@ expect:
   - {path: "retransmissions[qp=1,psn=5].trigger", equals: nack}
 `
 
-func writeOpenSSHKey(t *testing.T, path string) ssh.PublicKey {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sp
-}
-
 // TestRxeVMRemoteWriteDrop drives real Soft-RoCE end to end through testbed remote: the guest boots in sshd
 // mode (guest-init.sh), lumina's agents reach each role's namespace over SSH through the guest's jump host,
 // hostnic creates the rxe devices and puts the addresses on, the verbs generator reports its QPNs and PSNs
@@ -102,9 +79,9 @@ func TestRxeVMRemoteWriteDrop(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(job, "ssh"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	hostKey := writeOpenSSHKey(t, filepath.Join(job, "ssh", "host_key"))
+	hostKey := writeKey(t, filepath.Join(job, "ssh", "host_key"))
 	clientKey := filepath.Join(dir, "client_key")
-	cpub := writeOpenSSHKey(t, clientKey)
+	cpub := writeKey(t, clientKey)
 	os.WriteFile(filepath.Join(job, "ssh", "authorized_keys"), ssh.MarshalAuthorizedKey(cpub), 0o600)
 	os.WriteFile(filepath.Join(job, "job.env"), []byte("MODE=sshd\nDUMPERS=1\nSSHD_TIMEOUT=600\n"), 0o644)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
