@@ -27,9 +27,10 @@ func (r *Recorder) Process(now int64, inPort int, frame []byte, v *Verdict) {
 }
 
 // Annotation is the recorded connection and ITER of the mirrored copy with sequence number seq; ok is false
-// for a sequence number the recorder never saw.
+// for a sequence number the recorder never saw (or when Iter and Conn disagree, as a recorder rebuilt from a
+// remote agent's answer might).
 func (r *Recorder) Annotation(seq uint64) (conn, iter int, ok bool) {
-	if seq == 0 || seq > uint64(len(r.Iter)) {
+	if seq == 0 || seq > uint64(len(r.Iter)) || len(r.Conn) != len(r.Iter) {
 		return 0, 0, false
 	}
 	return int(r.Conn[seq-1]), int(r.Iter[seq-1]), true

@@ -620,13 +620,7 @@ func runRemote(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err := writeRunFilesWith(opts.OutDir, sc, &res.Result, st.Injector, st.Entries); err != nil {
 		return nil, err
 	}
-	iter, conn := swRes.Iter, swRes.Conn
-	return &rawResults{annotate: func(seq uint64) (int, int, bool) {
-		if seq == 0 || seq > uint64(len(iter)) || len(conn) != len(iter) {
-			return 0, 0, false
-		}
-		return int(conn[seq-1]), int(iter[seq-1]), true
-	}}, nil
+	return rawOf(&inject.Recorder{Iter: swRes.Iter, Conn: swRes.Conn}), nil // what the switch agent recorded
 }
 
 // fetchDumps stops every dumper and fetches its pcap into the results' dump directory.

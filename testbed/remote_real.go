@@ -240,13 +240,7 @@ func (p *remotePlan) runReal(ctx context.Context, sc *scenario.Scenario, opts Op
 	if err := writeRemoteRaw(opts.OutDir, swRes.Status, agents, p); err != nil {
 		return nil, err
 	}
-	iter, conn := swRes.Iter, swRes.Conn
-	return &rawResults{annotate: func(seq uint64) (int, int, bool) {
-		if seq == 0 || seq > uint64(len(iter)) || len(conn) != len(iter) {
-			return 0, 0, false
-		}
-		return int(conn[seq-1]), int(iter[seq-1]), true
-	}}, nil
+	return rawOf(&inject.Recorder{Iter: swRes.Iter, Conn: swRes.Conn}), nil // what the switch agent recorded
 }
 
 func noteOf(n string) string {
