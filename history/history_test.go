@@ -1,0 +1,157 @@
+package history
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lumina-go/lumina/rundiff"
+)
+
+func openTemp(t *testing.T) *DB {
+	t.Helper()
+	d, err := Open(filepath.Join(t.TempDir(), "sub", "history.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestRecordListGet(t *testing.T) {
+	d := openTemp(t)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	a, err := d.Begin(Start{Scenario: "listing2", ScenarioPath: "examples/listing2.yaml", Testbed: "sim", NIC: "cx5", Seed: 1 << 63, ResultsDir: "r/a", Version: "v1", Time: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Begin(Start{Scenario: "other", Testbed: "sim", NIC: "cx5/e810", Seed: 2, ResultsDir: "r/b", Version: "v1", Time: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Complete(a, Finish{ScenarioHash: "abc", ResultsDir: "r/a", Verdict: "fail", ExitStatus: 1,
+		Metrics: rundiff.Metrics{"retransmissions": 3, "mct_us_mean": 12.5}, Time: t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Complete(a, Finish{Verdict: "pass"}); err == nil {
+		t.Error("completing a complete run again succeeded; want an error")
+	}
+	all, err := d.List(Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].ID != b || all[1].ID != a {
+		t.Fatalf("List = %+v; want runs %d then %d (newest first)", all, b, a)
+	}
+	started, done := all[0], all[1]
+	if started.State != StateStarted || started.Run.Verdict != "" || started.ExitStatus != nil || len(started.Run.Metrics) != 0 {
+		t.Errorf("a started run shows %+v; want no verdict, exit status or metrics", started)
+	}
+	if done.State != StateComplete || done.Run.Verdict != "fail" || *done.ExitStatus != 1 || done.Run.Seed != 1<<63 ||
+		done.Run.Metrics["retransmissions"] != 3 || done.Run.Metrics["mct_us_mean"] != 12.5 || done.Run.ScenarioHash != "abc" ||
+		!done.FinishedAt.Equal(t0.Add(time.Second)) || done.Run.Label != "#1" {
+		t.Errorf("complete run = %+v", done)
+	}
+	only, err := d.List(Filter{Scenario: "listing2"})
+	if err != nil || len(only) != 1 || only[0].ID != a {
+		t.Errorf("List(scenario listing2) = %+v, %v", only, err)
+	}
+	lim, err := d.List(Filter{Limit: 1})
+	if err != nil || len(lim) != 1 || lim[0].ID != b {
+		t.Errorf("List(limit 1) = %+v, %v", lim, err)
+	}
+	g, err := d.Get(a)
+	if err != nil || g.Run.Metrics["retransmissions"] != 3 {
+		t.Errorf("Get(%d) = %+v, %v", a, g, err)
+	}
+	if _, err := d.Get(99); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get(99) error %v; want ErrNotFound", err)
+	}
+	if s, err := d.IntegrityCheck(); err != nil || s != "ok" {
+		t.Errorf("integrity_check = %q, %v", s, err)
+	}
+}
+
+// Opening again runs no migration twice and keeps the runs; a database of a newer schema is refused.
+func TestMigrations(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "h.db")
+	d, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Begin(Start{Scenario: "s", Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d, err = Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := d.List(Filter{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("after reopening: %d runs, %v; want 1", len(runs), err)
+	}
+	var mode string
+	d.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
+	if mode != "wal" {
+		t.Errorf("journal_mode %q, want wal", mode)
+	}
+	// Every migration runs harmlessly again (IF NOT EXISTS).
+	for i, m := range migrations {
+		if _, err := d.db.Exec(m); err != nil {
+			t.Errorf("migration %d is not idempotent: %v", i+1, err)
+		}
+	}
+	if _, err := d.db.Exec(`PRAGMA user_version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if _, err := Open(p); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("opening a schema-99 database: %v; want a refusal naming the newer schema", err)
+	}
+	// A file that is not SQLite is refused, not overwritten.
+	bad := filepath.Join(t.TempDir(), "bad.db")
+	if err := os.WriteFile(bad, []byte(strings.Repeat("not a database\n", 100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(bad); err == nil {
+		t.Error("opening a text file as the history succeeded")
+	}
+}
+
+// A transaction the process never commits leaves the run started, with no metric.
+func TestUncommittedCompletionIsNotComplete(t *testing.T) {
+	d := openTemp(t)
+	id, err := d.Begin(Start{Scenario: "s", Time: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("stopped")
+	d.Step = func(name string) {
+		if name == "commit" {
+			panic(stop)
+		}
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != stop {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		d.Complete(id, Finish{Verdict: "pass", Metrics: rundiff.Metrics{"packets": 10}, Time: time.Now()})
+	}()
+	d.Step = nil
+	e, err := d.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	d.db.QueryRow(`SELECT count(*) FROM metrics`).Scan(&n)
+	if e.State != StateStarted || e.Run.Verdict != "" || n != 0 {
+		t.Errorf("after a completion that did not commit: state %s verdict %q, %d metric rows; want started, none", e.State, e.Run.Verdict, n)
+	}
+}
+

@@ -1,0 +1,68 @@
+package rundiff
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+)
+
+// WriteText prints the comparison as a table for a terminal: per metric old, new, change, tolerance and
+// status, then the regressions.
+func WriteText(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "A (old): %s  %s  nic %s  seed %d  %s\n", r.A.Label, r.A.Scenario, r.A.NIC, r.A.Seed, r.A.Verdict)
+	fmt.Fprintf(w, "B (new): %s  %s  nic %s  seed %d  %s\n", r.B.Label, r.B.Scenario, r.B.NIC, r.B.Seed, r.B.Verdict)
+	if !r.SameScenario {
+		fmt.Fprintln(w, "note: the runs' effective scenarios differ (scenario hash); the comparison is of different tests")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "METRIC\tOLD\tNEW\tCHANGE\t\tTOLERANCE\tWORSE\tSTATUS\t")
+	if r.VerdictChanged {
+		st := StatusImproved
+		if len(r.Regressed) > 0 && r.Regressed[0] == "verdict" {
+			st = StatusRegressed
+		}
+		fmt.Fprintf(tw, "verdict\t%s\t%s\t\t\t\t\t%s\t\n", r.A.Verdict, r.B.Verdict, mark(st))
+	}
+	for _, row := range r.Rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", row.Metric, num(row.Old), num(row.New), signed(row.Change),
+			pct(row.ChangePct), row.Tolerance, row.Worse, mark(row.Status))
+	}
+	tw.Flush()
+	if r.Regression() {
+		fmt.Fprintf(w, "REGRESSION: %d metric(s) moved beyond tolerance the worse way: %v\n", len(r.Regressed), r.Regressed)
+	} else {
+		fmt.Fprintf(w, "no regression (%d metric(s) improved beyond tolerance)\n", len(r.Improved))
+	}
+}
+
+func mark(status string) string {
+	if status == StatusRegressed {
+		return "REGRESSED"
+	}
+	return status
+}
+
+func num(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*f, 'g', 6, 64)
+}
+
+func signed(f *float64) string {
+	if f == nil {
+		return ""
+	}
+	if *f > 0 {
+		return "+" + num(f)
+	}
+	return num(f)
+}
+
+func pct(f *float64) string {
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf("(%+.1f%%)", *f)
+}
