@@ -154,4 +154,3 @@ func TestUncommittedCompletionIsNotComplete(t *testing.T) {
 		t.Errorf("after a completion that did not commit: state %s verdict %q, %d metric rows; want started, none", e.State, e.Run.Verdict, n)
 	}
 }
-

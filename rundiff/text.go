@@ -15,7 +15,7 @@ func WriteText(w io.Writer, r *Result) {
 	if !r.SameScenario {
 		fmt.Fprintln(w, "note: the runs' effective scenarios differ (scenario hash); the comparison is of different tests")
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "METRIC\tOLD\tNEW\tCHANGE\t\tTOLERANCE\tWORSE\tSTATUS\t")
 	if r.VerdictChanged {
 		st := StatusImproved

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lumina-go/lumina/history"
 	"github.com/lumina-go/lumina/trace"
 )
 
@@ -22,7 +23,17 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv(envMain); args != "" {
 		os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// Never the user's run history: every run of the tests (and of their child processes) records into a
+	// temporary one.
+	tmp, err := os.MkdirTemp("", "lumina-test-history-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(history.EnvPath, filepath.Join(tmp, "history.db"))
+	os.Setenv("XDG_DATA_HOME", tmp)
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
 }
 
 // luminaProcess starts the lumina command as a child process.

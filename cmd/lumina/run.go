@@ -28,6 +28,8 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		quiet    bool
 		dryRun   bool
 		verbsBin string
+		histPath string
+		noHist   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml",
@@ -93,6 +95,10 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 					os.Exit(130)
 				}()
 			}
+			var rec *runRecord
+			if !noHist {
+				rec = startRecord(histPath, sc, out, stderr)
+			}
 			// The testbed writes a staging directory; the verdict stage judges it there (Finish), so that
 			// analysis.json is part of the results directory moved into place whole.
 			var o *verdict.Outcome
@@ -114,6 +120,11 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				}
 			case err == nil:
 				o.Dir = out
+			}
+			if err != nil {
+				rec.finish(nil, out) // no verdict: recorded as an error, exit status 2
+			} else {
+				rec.finish(o, out)
 			}
 			if err != nil {
 				// The test did not run to a verdict (bad input, the environment, the testbed): never a
@@ -138,6 +149,8 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the analysis as JSON instead of the summary")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on long runs")
 	cmd.Flags().StringVar(&verbsBin, "verbs-binary", "", "testbed remote on real RNICs (nic.ib-device): the lumina-verbs generator copied to the requester and responder (default $"+testbed.EnvVerbsBinary+"; built once with -tags verbs, never on the hosts)")
+	cmd.Flags().StringVar(&histPath, "history", "", "record the run in this history database (default $LUMINA_HISTORY, else the user's data directory: lumina history)")
+	cmd.Flags().BoolVar(&noHist, "no-history", false, "do not record the run in the run history")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print, host by host, every operation and command a remote run would execute; connect to nothing, write nothing")
 	return cmd
 }
