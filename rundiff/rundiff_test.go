@@ -1,0 +1,145 @@
+package rundiff
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/verdict"
+)
+
+func f(v float64) *float64 { return &v }
+
+func TestExtract(t *testing.T) {
+	nack := "nack"
+	doc := &verdict.Document{
+		Integrity: trace.Integrity{OK: true},
+		Analysis: &analyze.Analysis{
+			Packets: 100,
+			Checks:  []analyze.Check{{OK: true}, {OK: false, ViolationCount: 4}},
+			Retransmissions: []analyze.Retransmission{
+				{Trigger: &nack, NACKGenerationUs: f(1), NACKReactionUs: f(2), LatencyUs: f(10)},
+				{Trigger: &nack, NACKGenerationUs: f(3), NACKReactionUs: nil, LatencyUs: f(30)},
+			},
+			Timeouts: []analyze.MessageRetries{{Timeouts: 2, TimeoutIntervalsUs: []float64{100, 300}}, {Timeouts: 1}},
+			CNP:      analyze.CNPResult{ECNMarked: 5, CNPs: 3},
+			Counters: []analyze.CounterCheck{{OK: true}, {OK: false}},
+			Traffic:  []analyze.TrafficQP{{MCTUs: []float64{4, 1, 3}, GoodputGbps: 1.5}, {MCTUs: []float64{2}, GoodputGbps: 2}},
+		},
+		Expectations: []scenario.ExpectResult{{OK: true}, {OK: false}},
+	}
+	m := Extract(doc)
+	want := Metrics{"integrity_ok": 1, "checks_failed": 1, "violations": 4, "expectations_failed": 1, "counter_mismatches": 1,
+		"packets": 100, "retransmissions": 2, "timeouts": 3, "nack_generation_us_mean": 2, "nack_generation_us_max": 3,
+		"nack_reaction_us_mean": 2, "nack_reaction_us_max": 2, "retx_latency_us_mean": 20, "retx_latency_us_max": 30,
+		"timeout_interval_us_mean": 200, "ecn_marked": 5, "cnps": 3, "mct_us_mean": 2.5, "mct_us_p99": 4, "mct_us_max": 4,
+		"goodput_gbps": 3.5}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %v, want %v", k, m[k], v)
+		}
+	}
+	if len(m) != len(want) {
+		t.Errorf("metrics %v; want exactly %v", m, want)
+	}
+	for k := range m {
+		if _, ok := DefOf(k); !ok {
+			t.Errorf("metric %s has no definition", k)
+		}
+	}
+	// A trace that failed the integrity check was not analyzed: only the integrity and the expectations.
+	doc.Integrity.OK = false
+	if m := Extract(doc); len(m) != 2 || m["integrity_ok"] != 0 || m["expectations_failed"] != 1 {
+		t.Errorf("invalid run: %v", m)
+	}
+}
+
+func run(verdict string, m Metrics) *Run {
+	return &Run{Label: "x", ScenarioHash: "h", Verdict: verdict, Metrics: m}
+}
+
+func TestCompare(t *testing.T) {
+	a := run("pass", Metrics{"retransmissions": 2, "mct_us_mean": 100, "goodput_gbps": 10, "cnps": 10, "nack_reaction_us_mean": 5, "custom": 1})
+	b := run("pass", Metrics{"retransmissions": 2, "mct_us_mean": 109, "goodput_gbps": 9, "cnps": 8, "timeouts": 1, "custom": 1})
+	r := Compare(a, b, nil)
+	status := map[string]string{}
+	for _, row := range r.Rows {
+		status[row.Metric] = row.Status
+	}
+	want := map[string]string{
+		"retransmissions":       StatusSame,
+		"mct_us_mean":           StatusWithin,    // +9% of 10%
+		"goodput_gbps":          StatusRegressed, // -10% of 5%, lower is worse
+		"cnps":                  StatusRegressed, // -20%, either way counts
+		"nack_reaction_us_mean": StatusOnlyA,
+		"timeouts":              StatusOnlyB,
+		"custom":                StatusSame,
+	}
+	for k, v := range want {
+		if status[k] != v {
+			t.Errorf("%s: %s, want %s", k, status[k], v)
+		}
+	}
+	if len(r.Rows) != len(want) || strings.Join(r.Regressed, ",") != "cnps,goodput_gbps" || !r.Regression() || !r.SameScenario {
+		t.Errorf("rows %d, regressed %v, same scenario %v", len(r.Rows), r.Regressed, r.SameScenario)
+	}
+	// Overrides: goodput may move 20%, everything else 25%.
+	r = Compare(a, b, Tolerances{"goodput_gbps": {Rel: 0.2}, "*": {Rel: 0.25}})
+	if r.Regression() {
+		t.Errorf("with wide tolerances: regressed %v", r.Regressed)
+	}
+	// Better the other way; a pass becoming fail is a regression by itself.
+	r = Compare(b, a, nil)
+	if strings.Join(r.Improved, ",") != "goodput_gbps" || strings.Join(r.Regressed, ",") != "cnps" {
+		t.Errorf("b -> a: improved %v regressed %v", r.Improved, r.Regressed)
+	}
+	r = Compare(run("pass", Metrics{}), run("fail", Metrics{}), nil)
+	if !r.VerdictChanged || strings.Join(r.Regressed, ",") != "verdict" {
+		t.Errorf("pass -> fail: %+v", r)
+	}
+	r = Compare(run("invalid", Metrics{}), run("pass", Metrics{}), nil)
+	if r.Regression() || strings.Join(r.Improved, ",") != "verdict" {
+		t.Errorf("invalid -> pass: %+v", r)
+	}
+	// Absolute tolerance, and from 0.
+	r = Compare(run("pass", Metrics{"retransmissions": 0}), run("pass", Metrics{"retransmissions": 2}), Tolerances{"retransmissions": {Abs: 2}})
+	if r.Regression() || r.Rows[0].Status != StatusWithin || r.Rows[0].ChangePct != nil {
+		t.Errorf("0 -> 2 within 2: %+v", r.Rows[0])
+	}
+	// The result is plain JSON.
+	b2, err := json.Marshal(Compare(a, b, nil))
+	if err != nil || !strings.Contains(string(b2), `"metric":"goodput_gbps"`) || !strings.Contains(string(b2), `"status":"regressed"`) {
+		t.Errorf("JSON: %v %s", err, b2)
+	}
+	var out strings.Builder
+	WriteText(&out, Compare(a, b, nil))
+	if !strings.Contains(out.String(), "REGRESSED") || !strings.Contains(out.String(), "REGRESSION: 2 metric(s)") {
+		t.Errorf("text:\n%s", out.String())
+	}
+}
+
+func TestParseTolerance(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		name string
+		tol  Tolerance
+	}{
+		{"retransmissions=2", "retransmissions", Tolerance{Abs: 2}},
+		{"mct_us_mean=15%", "mct_us_mean", Tolerance{Rel: 0.15}},
+		{"nack_reaction_us_mean=10%,0.5", "nack_reaction_us_mean", Tolerance{Rel: 0.1, Abs: 0.5}},
+		{"*=5%", "*", Tolerance{Rel: 0.05}},
+	} {
+		name, tol, err := ParseTolerance(c.in)
+		if err != nil || name != c.name || tol != c.tol {
+			t.Errorf("%s: %s %+v %v", c.in, name, tol, err)
+		}
+	}
+	for _, bad := range []string{"", "packets", "packets=", "nope=1", "packets=x", "packets=-1", "packets=NaN%"} {
+		if _, _, err := ParseTolerance(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
