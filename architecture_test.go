@@ -43,6 +43,11 @@ var allowed = map[string][]string{
 	"verdict":         {"roce", "rnic", "scenario", "trace", "analyze", "analyze/summary", "resultsdir", "version"},
 	"refdir":          {"roce", "scenario", "trace", "analyze", "verdict", "resultsdir", "version"},
 	"report":          {"analyze", "analyze/summary", "verdict", "resultsdir", "refdir", "trace"},
+
+	// Run history and comparison (lumina history, lumina diff) and progress on long commands.
+	"rundiff":           {"analyze", "resultsdir", "scenario", "verdict", "version"},
+	"history":           {"rundiff"},
+	"internal/progress": {},
 }
 
 // never are the arrows that must not exist even through other packages: the data flows one way (scenario ->
