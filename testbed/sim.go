@@ -25,8 +25,13 @@ type Options struct {
 	// OutDir is the results directory. Run writes a staging directory beside it and moves it into place whole
 	// (resultsdir.Begin); the backends write into OutDir, which Run sets to the staging directory.
 	OutDir string
-	// Progress, if not nil, receives progress lines when a run takes longer than a moment.
+	// Progress, if not nil, receives progress lines when a run takes longer than a moment (unless Meter is set),
+	// and the testbeds' messages.
 	Progress io.Writer
+	// Meter, if not nil, is told the run's phase and how far it is: done of total, total 0 when unknown. The
+	// simulator reports the packets mirrored so far against the number expected without retransmissions
+	// (EstimateDumpBytes), so done can pass total. It only observes: the results are the same with or without.
+	Meter func(phase string, done, total int64)
 	// Remote configures the remote testbed.
 	Remote RemoteOptions
 	// Staged, if not nil, is told the staging directory the run writes into before anything runs (so that
@@ -61,6 +66,7 @@ func Run(sc *scenario.Scenario, opts Options) error {
 	staged.OutDir = st.Dir
 	err = runStaged(sc, staged)
 	if err == nil && opts.Finish != nil {
+		meter(opts, "analyzing")
 		err = opts.Finish(st.Dir)
 	}
 	if err != nil {
@@ -91,10 +97,12 @@ func runStaged(sc *scenario.Scenario, opts Options) error {
 	default:
 		return badInputf("%s: testbed %q is not available in this version; expected sim, netns, rxe-vm or remote", sc.Path, sc.Testbed)
 	}
+	meter(opts, "running on testbed "+orSim(sc.Testbed))
 	raw, err := backend(sc, opts)
 	if err != nil {
 		return err
 	}
+	meter(opts, "reconstructing the trace")
 	return reconstruct(opts.OutDir, raw, sc.IndexBase)
 }
 
@@ -244,8 +252,30 @@ func switchSetup(sc *scenario.Scenario, cfg *lab.Config) (*inject.Recorder, *err
 // rawOf is what the recorder remembered, for the trace's annotations.
 func rawOf(r *inject.Recorder) *rawResults { return &rawResults{annotate: r.Annotation} }
 
-// progress returns a netsim progress callback printing a line per second once a run takes more than a second.
-func progress(w io.Writer, cfg *lab.Config) {
+// meter tells Options.Meter, if any, that a phase of unknown extent began.
+func meter(opts Options, phase string) {
+	if opts.Meter != nil {
+		opts.Meter(phase, 0, 0)
+	}
+}
+
+// progress sets the netsim progress callback: to Options.Meter, the packets mirrored so far against the
+// number expected; else a line per second to Options.Progress once a run takes more than a second.
+func progress(opts Options, sc *scenario.Scenario, cfg *lab.Config) {
+	if m := opts.Meter; m != nil {
+		pkts, _ := EstimateDumpBytes(sc)
+		total := pkts + int64(max(sc.Traffic.NumConnections, 1))*int64(max(sc.Traffic.NumMsgsPerQP, 1)) // and an ACK a message
+		var mirrored int64
+		dump := cfg.Dump
+		cfg.Dump = func(d int, ts int64, frame []byte) {
+			mirrored++
+			dump(d, ts, frame)
+		}
+		cfg.ProgressEvery = 200_000
+		cfg.Progress = func(simNs int64, events uint64) { m("simulating", mirrored, total) }
+		return
+	}
+	w := opts.Progress
 	if w == nil {
 		return
 	}
@@ -312,7 +342,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		dp.err = dp.w.WritePacket(ts, dp.buf[:n], len(dp.buf))
 	}
-	progress(opts.Progress, &cfg)
+	progress(opts, sc, &cfg)
 
 	res, err := netsim.Run(cfg)
 	if *injectErr != nil {

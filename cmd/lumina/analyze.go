@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
+	"github.com/lumina-go/lumina/internal/progress"
 	"github.com/lumina-go/lumina/refdir"
 	"github.com/lumina-go/lumina/report"
 	"github.com/lumina-go/lumina/resultsdir"
@@ -30,6 +32,7 @@ func newAnalyzeCmd(stdout, stderr io.Writer) *cobra.Command {
 		noICRC   bool
 		counters string
 		config   string
+		quiet    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "analyze CAPTURE... | RESULTS_DIR",
@@ -119,7 +122,9 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 			} else if c, ok := verdict.FindSwitchCounts(args); ok {
 				opts.Counters = &c
 			}
-			doc, err := analyzeCaptures(args, opts, !noCheck)
+			mtr := newMeter(stderr, quiet || jsonOut, "lumina analyze", progress.Bytes, time.Second)
+			doc, err := analyzeCaptures(args, opts, !noCheck, mtr)
+			mtr.Done()
 			if err != nil {
 				return captureError(err)
 			}
@@ -147,6 +152,7 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 	cmd.Flags().StringVar(&counters, "counters", "", "the switch's counters for the integrity check of Lumina dumps: a results directory's counters.json "+
 		"(found by itself for DIR/dump/*.pcap and DIR/trace.pcapng)")
 	cmd.Flags().StringVar(&config, "config", "", "the reference Lumina configuration of a reference results directory (default: DIR/config.yml)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on large captures (a bar on a terminal, else a line every 2 s, after the first second)")
 	cmd.Flags().BoolVar(&noICRC, "no-icrc", false, "do not verify ICRCs (counted as not checked): decode-only speed")
 	return cmd
 }
@@ -179,18 +185,22 @@ func analyzeReference(stdout io.Writer, dir, config string, jsonOut bool) error 
 
 // analyzeCaptures reads the captures once: the summary counts every packet as the scenario-free checkers
 // (go-back-N, latencies, CNP inference) consume the same stream.
-func analyzeCaptures(paths []string, opts summary.Options, checks bool) (*report.CaptureDoc, error) {
+func analyzeCaptures(paths []string, opts summary.Options, checks bool, mtr *progress.Meter) (*report.CaptureDoc, error) {
 	src, err := summary.Open(paths, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close()
+	var in trace.Reader = src
+	if mtr != nil { // the progress: bytes read of the captures' size
+		in = &countingReader{src: src, m: mtr, total: captureBytes(paths), single: len(paths) == 1}
+	}
 	var an *analyze.Analysis
 	if checks {
-		an, err = analyze.Analyze(src, analyze.Options{IndexBase: 1})
+		an, err = analyze.Analyze(in, analyze.Options{IndexBase: 1})
 	}
 	for err == nil { // drain what the checkers left (and everything with --no-checks)
-		_, err = src.Next()
+		_, err = in.Next()
 	}
 	rep, rerr := src.Report()
 	if rerr != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -65,9 +66,10 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				}
 				return nil
 			}
+			mtr := newMeter(stderr, quiet, "lumina run", "", time.Second)
 			var progress io.Writer
 			if !quiet {
-				progress = stderr
+				progress = mtr.Writer(stderr)
 			}
 			// Ctrl-C or a kill: say where the partial results are and that they are marked, then stop. The
 			// remote testbed catches the signal itself: it cleans the hosts, and the run ends invalid (exit 3).
@@ -102,12 +104,13 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 			// The testbed writes a staging directory; the verdict stage judges it there (Finish), so that
 			// analysis.json is part of the results directory moved into place whole.
 			var o *verdict.Outcome
-			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress, Remote: testbed.RemoteOptions{VerbsBinary: verbsBin},
+			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress, Meter: runMeter(mtr), Remote: testbed.RemoteOptions{VerbsBinary: verbsBin},
 				Staged: func(d string) { staging.Store(d) },
 				Finish: func(d string) (err error) {
 					o, err = verdict.Judge(d, sc)
 					return err
 				}})
+			mtr.Done()
 			var invalid *testbed.InvalidRunError
 			switch {
 			case errors.As(err, &invalid):
@@ -147,7 +150,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 	cmd.Flags().StringVarP(&out, "out", "o", "", "results directory (default results/<scenario name>)")
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "override the scenario's seed")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the analysis as JSON instead of the summary")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on long runs")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on long runs (a bar on a terminal, else a line every 2 s, after the first second)")
 	cmd.Flags().StringVar(&verbsBin, "verbs-binary", "", "testbed remote on real RNICs (nic.ib-device): the lumina-verbs generator copied to the requester and responder (default $"+testbed.EnvVerbsBinary+"; built once with -tags verbs, never on the hosts)")
 	cmd.Flags().StringVar(&histPath, "history", "", "record the run in this history database (default $LUMINA_HISTORY, else the user's data directory: lumina history)")
 	cmd.Flags().BoolVar(&noHist, "no-history", false, "do not record the run in the run history")

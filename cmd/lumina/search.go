@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +17,7 @@ import (
 func newSearchCmd(stdout, stderr io.Writer) *cobra.Command {
 	cfg := search.DefaultConfig()
 	var profile, out, restrict string
-	var jsonOut, resume bool
+	var jsonOut, resume, quiet bool
 	cmd := &cobra.Command{
 		Use:   "search --profile NAME",
 		Short: "Search the workload space for performance anomalies (pause, low throughput), as Collie does",
@@ -70,12 +69,13 @@ answers whether that narrowed space holds an anomaly: exit status 1 when it does
 			if err := cfg.Check(); err != nil {
 				return badInput("%v", err)
 			}
-			if !jsonOut {
-				cfg.Progress = progressPrinter(stderr)
-			}
+			mtr := newMeter(stderr, quiet || jsonOut, "search", "", 0)
+			defer mtr.Done()
+			cfg.Progress = searchMeter(mtr, stderr)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			res, err := search.RunDir(ctx, ev, cfg, search.DirOptions{Dir: out, Profile: profile, Resume: resume})
+			mtr.Done()
 			if err != nil {
 				if res == nil {
 					return badInput("%v", err)
@@ -114,6 +114,7 @@ answers whether that narrowed space holds an anomaly: exit status 1 when it does
 	f.StringVar(&out, "out", "search-results", "results directory")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON (no progress line)")
 	f.StringVar(&restrict, "restrict", "", "YAML file narrowing the space; exit 1 if it contains an anomaly")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress (a bar on a terminal, else a line every 2 s)")
 	f.BoolVar(&resume, "resume", false, "continue the search recorded in --out (same options, larger --budget)")
 	return cmd
 }
@@ -123,26 +124,6 @@ const energyMeaning = "lower is more anomalous. Random search and ga: minus the 
 	"objective (throughput, pause ratio, diagnostic counters) moves from its reference toward its extreme, 0 at " +
 	"the reference; sa: the chain's objective over its warm-up mean, negated for diagnostic counters (an " +
 	"ordinary point is near 1 or -1)"
-
-// progressPrinter reports at most once a second: evaluations, rate, best energy, anomalies; the first line
-// says what the energy is.
-func progressPrinter(w io.Writer) func(search.Progress) {
-	var last time.Time
-	explained := false
-	return func(p search.Progress) {
-		if time.Since(last) < time.Second && p.Evaluations < p.Budget {
-			return
-		}
-		if !explained {
-			explained = true
-			fmt.Fprintf(w, "search: energy: %s\n", energyMeaning)
-		}
-		last = time.Now()
-		rate := float64(p.Evaluations) / max(p.Elapsed.Seconds(), 1e-9)
-		fmt.Fprintf(w, "search: %d/%d evaluations (%.0f/s), best energy %.3g, %d anomalies, %d skipped\n",
-			p.Evaluations, p.Budget, rate, p.BestEnergy, p.Anomalies, p.Skipped)
-	}
-}
 
 func printSearchSummary(w io.Writer, dir string, res *search.Result) {
 	fmt.Fprintf(w, "%d anomalies in %d evaluations (%d proposals skipped inside known MFS); results in %s\n",

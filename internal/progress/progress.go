@@ -64,6 +64,9 @@ type Options struct {
 	Width int
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// Tick keeps the output alive between updates (a phase that reports no progress still gets its line
+	// every interval, its bar's clock runs): a goroutine until Done.
+	Tick bool
 }
 
 // Meter reports the progress of one command.
@@ -80,6 +83,7 @@ type Meter struct {
 	total    int64
 	detail   string
 	finished bool
+	stop     chan struct{}
 }
 
 // New returns a meter writing to w, or nil (which does nothing) when the mode is Off.
@@ -99,7 +103,27 @@ func New(w io.Writer, o Options) *Meter {
 	if o.Width <= 0 {
 		o.Width = 30
 	}
-	return &Meter{w: w, o: o, start: o.Now()}
+	m := &Meter{w: w, o: o, start: o.Now()}
+	if o.Tick {
+		m.stop = make(chan struct{})
+		go m.tick()
+	}
+	return m
+}
+
+func (m *Meter) tick() {
+	t := time.NewTicker(m.o.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.mu.Lock()
+			m.show(false)
+			m.mu.Unlock()
+		}
+	}
 }
 
 // Phase names what the command is doing now ("simulating", "writing the trace"); the next update shows it.
@@ -139,6 +163,9 @@ func (m *Meter) Done() {
 		return
 	}
 	m.finished = true
+	if m.stop != nil {
+		close(m.stop)
+	}
 	switch {
 	case m.o.Mode == Bar && m.drawn:
 		fmt.Fprint(m.w, "\r\033[K")

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,6 +83,37 @@ func TestBar(t *testing.T) {
 	if out.String() != "\r\033[K" {
 		t.Errorf("Done: %q, want the line cleared", out.String())
 	}
+}
+
+// With Tick, a phase that reports nothing still gets a line every interval; Done stops it.
+func TestTick(t *testing.T) {
+	var out syncBuilder
+	m := New(&out, Options{Mode: Lines, Label: "x", Interval: 20 * time.Millisecond, Tick: true})
+	m.Phase("writing", 0)
+	time.Sleep(150 * time.Millisecond)
+	m.Done()
+	n := strings.Count(out.String(), "x: writing")
+	time.Sleep(60 * time.Millisecond)
+	if n < 3 || strings.Count(out.String(), "x: writing") != n || !strings.HasSuffix(out.String(), ", done\n") {
+		t.Errorf("%d lines in 150 ms of a 20 ms interval (want at least 3, none after Done):\n%s", n, out.String())
+	}
+}
+
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // Off (quiet): New gives nil, and nil does nothing; Writer passes through.
