@@ -2,6 +2,8 @@ package rundiff
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -140,6 +142,20 @@ func TestParseTolerance(t *testing.T) {
 	for _, bad := range []string{"", "packets", "packets=", "nope=1", "packets=x", "packets=-1", "packets=NaN%"} {
 		if _, _, err := ParseTolerance(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// docs/history.md lists every metric with its unit, direction and default tolerance, as Defs has them.
+func TestDocumentedDefaults(t *testing.T) {
+	doc, err := os.ReadFile("../docs/history.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range Defs {
+		row := fmt.Sprintf("| `%s` | %s | %s | %s | %s |", d.Name, d.Unit, d.Worse, d.Tolerance, d.Help)
+		if !strings.Contains(string(doc), row+"\n") {
+			t.Errorf("docs/history.md lacks the row\n%s", row)
 		}
 	}
 }

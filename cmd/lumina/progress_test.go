@@ -147,3 +147,30 @@ func TestAnalyzeProgress(t *testing.T) {
 		t.Errorf("--json: stderr %q; want nothing", stderrJ)
 	}
 }
+
+// lumina search reports evaluations done of the budget and the anomalies found; nothing with --quiet; the
+// search's files are the same.
+func TestSearchProgress(t *testing.T) {
+	space := writeFile(t, "nine.yaml", restrictNine)
+	t.Chdir(t.TempDir())
+	t.Setenv(envProgressDelay, "0s")
+	code, stdout, stderr := lumina(t, "search", "--profile", "cx6vpi-200g", "--restrict", space, "--budget", "24", "--out", "a")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "search: energy: lower is more anomalous") || !strings.Contains(stderr, "/24 (") ||
+		!strings.Contains(stderr, "0 anomalies") || !strings.HasSuffix(stderr, ", done\n") {
+		t.Errorf("search progress lines:\n%s", stderr)
+	}
+	codeQ, stdoutQ, stderrQ := lumina(t, "search", "--profile", "cx6vpi-200g", "--restrict", space, "--budget", "24", "--out", "b", "-q")
+	if codeQ != 0 || stderrQ != "" || strings.ReplaceAll(stdoutQ, "in b", "in a") != stdout {
+		t.Errorf("--quiet: exit %d, stderr %q, stdout\n%s\nwant\n%s", codeQ, stderrQ, stdoutQ, stdout)
+	}
+	for _, f := range []string{"anomalies.json", "search.jsonl"} {
+		a, _ := os.ReadFile(filepath.Join("a", f))
+		b, _ := os.ReadFile(filepath.Join("b", f))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s differs with and without progress (%d, %d bytes)", f, len(a), len(b))
+		}
+	}
+}
