@@ -154,3 +154,21 @@ func TestUncommittedCompletionIsNotComplete(t *testing.T) {
 		t.Errorf("after a completion that did not commit: state %s verdict %q, %d metric rows; want started, none", e.State, e.Run.Verdict, n)
 	}
 }
+
+func TestDefaultPath(t *testing.T) {
+	t.Setenv(EnvPath, "/x/h.db")
+	t.Setenv("XDG_DATA_HOME", "/data")
+	t.Setenv("HOME", "/home/u")
+	for _, c := range []struct{ env, xdg, want string }{
+		{"/x/h.db", "/data", "/x/h.db"},
+		{"", "/data", "/data/lumina/history.db"},
+		{"", "relative", "/home/u/.local/share/lumina/history.db"}, // XDG: a relative path is ignored
+		{"", "", "/home/u/.local/share/lumina/history.db"},
+	} {
+		os.Setenv(EnvPath, c.env)
+		os.Setenv("XDG_DATA_HOME", c.xdg)
+		if got, err := DefaultPath(); err != nil || got != c.want {
+			t.Errorf("LUMINA_HISTORY=%q XDG_DATA_HOME=%q: %q %v, want %q", c.env, c.xdg, got, err, c.want)
+		}
+	}
+}

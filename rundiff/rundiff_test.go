@@ -159,3 +159,19 @@ func TestDocumentedDefaults(t *testing.T) {
 		}
 	}
 }
+
+func TestNICOf(t *testing.T) {
+	sc := &scenario.Scenario{Requester: scenario.Host{NIC: scenario.NIC{Type: "cx5"}}, Responder: scenario.Host{NIC: scenario.NIC{Type: "cx5"}}}
+	if got := NICOf(sc); got != "cx5" {
+		t.Errorf("same NICs: %q", got)
+	}
+	sc.Responder.NIC.Type = "e810"
+	if got := NICOf(sc); got != "cx5/e810" {
+		t.Errorf("two NICs: %q", got)
+	}
+	sc.Remote = &scenario.Remote{Requester: scenario.RemoteHost{ControlIP: "10.0.0.1", IBDevice: "mlx5_0"},
+		Responder: scenario.RemoteHost{ControlIP: "10.0.0.2", IfName: "ens1f0"}}
+	if got := NICOf(sc); got != "cx5@10.0.0.1:mlx5_0/e810@10.0.0.2:ens1f0" {
+		t.Errorf("remote: %q", got)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lumina-go/lumina/history"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/rundiff"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/verdict"
@@ -79,7 +80,9 @@ func (r *runRecord) finish(o *verdict.Outcome, dir string) {
 		dir = o.Dir
 	}
 	f.ResultsDir, _ = filepath.Abs(dir)
-	f.ScenarioHash, _ = rundiff.HashScenario(filepath.Join(dir, "scenario.yaml"))
+	if o != nil { // without a verdict, what is at dir is a previous run's, if anything
+		f.ScenarioHash, _ = rundiff.HashScenario(filepath.Join(dir, resultsdir.FileScenario))
+	}
 	if err := r.db.Complete(r.id, f); err != nil {
 		fmt.Fprintf(r.stderr, "lumina: warning: %v\n", err)
 	}
