@@ -318,3 +318,31 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A run whose expectation fails is recorded with verdict fail and exit status 1; against a passing run of the
+// same traffic, diff names the verdict first among the regressions.
+func TestHistoryRecordsFailure(t *testing.T) {
+	hist := filepath.Join(t.TempDir(), "h.db")
+	good := writeFile(t, "ok.yaml", scenarioOK)
+	failing := writeFile(t, "fail.yaml", scenarioOK+"  - {path: \"retransmissions[qp=1].trigger\", equals: timeout}\n")
+	base := t.TempDir()
+	if code, _, e := lumina(t, "run", good, "--out", filepath.Join(base, "ok"), "-q", "--history", hist); code != 0 {
+		t.Fatalf("exit %d %s", code, e)
+	}
+	if code, _, e := lumina(t, "run", failing, "--out", filepath.Join(base, "fail"), "-q", "--history", hist); code != 1 {
+		t.Fatalf("exit %d %s", code, e)
+	}
+	db, err := history.Open(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := db.List(history.Filter{Scenario: "fail"})
+	db.Close()
+	if err != nil || len(runs) != 1 || runs[0].Run.Verdict != "fail" || *runs[0].ExitStatus != 1 || runs[0].Run.Metrics["expectations_failed"] != 1 {
+		t.Fatalf("the failing run's record: %+v %v", runs, err)
+	}
+	code, d, _ := diffJSON(t, "--history", hist, "1", "2")
+	if code != 1 || len(d.Regressed) == 0 || d.Regressed[0] != "verdict" || !contains(d.Regressed, "expectations_failed") {
+		t.Errorf("pass -> fail: exit %d, regressed %v", code, d.Regressed)
+	}
+}
