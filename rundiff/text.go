@@ -16,16 +16,16 @@ func WriteText(w io.Writer, r *Result) {
 		fmt.Fprintln(w, "note: the runs' effective scenarios differ (scenario hash); the comparison is of different tests")
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "METRIC\tOLD\tNEW\tCHANGE\t\tTOLERANCE\tWORSE\tSTATUS\t")
+	fmt.Fprintln(tw, "METRIC\tOLD\tNEW\tCHANGE\t\tTOLERANCE\tWORSE\tSTATUS")
 	if r.VerdictChanged {
 		st := StatusImproved
 		if len(r.Regressed) > 0 && r.Regressed[0] == "verdict" {
 			st = StatusRegressed
 		}
-		fmt.Fprintf(tw, "verdict\t%s\t%s\t\t\t\t\t%s\t\n", r.A.Verdict, r.B.Verdict, mark(st))
+		fmt.Fprintf(tw, "verdict\t%s\t%s\t\t\t\t\t%s\n", r.A.Verdict, r.B.Verdict, mark(st))
 	}
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", row.Metric, num(row.Old), num(row.New), signed(row.Change),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Metric, num(row.Old), num(row.New), signed(row.Change),
 			pct(row.ChangePct), row.Tolerance, row.Worse, mark(row.Status))
 	}
 	tw.Flush()

@@ -273,6 +273,7 @@ func progress(opts Options, sc *scenario.Scenario, cfg *lab.Config) {
 		}
 		cfg.ProgressEvery = 200_000
 		cfg.Progress = func(simNs int64, events uint64) { m("simulating", mirrored, total) }
+		m("simulating", 0, total)
 		return
 	}
 	w := opts.Progress
