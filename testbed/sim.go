@@ -82,6 +82,7 @@ func Run(sc *scenario.Scenario, opts Options) error {
 // runStaged runs the scenario's testbed writing into opts.OutDir, the staging directory.
 func runStaged(sc *scenario.Scenario, opts Options) error {
 	if sc.Workload != nil {
+		meter(opts, "running the workload on the NIC model")
 		return runWorkload(sc, opts) // a Collie-style workload on the NIC micro-architecture model (workload.go)
 	}
 	var backend func(*scenario.Scenario, Options) (*rawResults, error)

@@ -69,7 +69,10 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 				return badInput("--config applies to a reference Lumina results directory (<i>/pcap-result/...), not to %s", strings.Join(args, " "))
 			}
 			if len(args) == 1 && resultsdir.IsDir(args[0]) {
+				mtr := newMeter(stderr, quiet || jsonOut, "lumina analyze", "", time.Second)
+				mtr.Phase("re-analyzing "+args[0], 0)
 				o, err := verdict.Reanalyze(args[0])
+				mtr.Done()
 				if err != nil {
 					if errors.Is(err, resultsdir.ErrIncomplete) {
 						return fail(exitInvalid, err)

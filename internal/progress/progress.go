@@ -112,7 +112,7 @@ func New(w io.Writer, o Options) *Meter {
 }
 
 func (m *Meter) tick() {
-	t := time.NewTicker(m.o.Interval)
+	t := time.NewTicker(min(m.o.Interval, 250*time.Millisecond)) // show decides whether it is time
 	defer t.Stop()
 	for {
 		select {
