@@ -43,12 +43,19 @@ var (
 	agentErr  error
 )
 
-// TestMain removes the agent binary built for the remote tests.
+// TestMain removes the agent binary built for the remote tests. The lumina runs of the tests record into a
+// temporary run history, never the user's.
 func TestMain(m *testing.M) {
+	hist, err := os.MkdirTemp("", "lumina-test-history-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("LUMINA_HISTORY", filepath.Join(hist, "history.db"))
 	code := m.Run()
 	if agentBin != "" {
 		os.RemoveAll(filepath.Dir(agentBin))
 	}
+	os.RemoveAll(hist)
 	os.Exit(code)
 }
 
