@@ -346,3 +346,13 @@ func TestHistoryRecordsFailure(t *testing.T) {
 		t.Errorf("pass -> fail: exit %d, regressed %v", code, d.Regressed)
 	}
 }
+
+// A history that cannot be written costs a warning, never the run.
+func TestHistoryUnwritable(t *testing.T) {
+	good := writeFile(t, "ok.yaml", scenarioOK)
+	notDir := writeFile(t, "file", "x")
+	code, stdout, stderr := lumina(t, "run", good, "--out", t.TempDir(), "-q", "--history", filepath.Join(notDir, "h.db"))
+	if code != 0 || !strings.Contains(stdout, "PASS") || !strings.Contains(stderr, "warning: this run is not recorded in the history") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
