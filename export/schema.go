@@ -38,11 +38,11 @@ const (
 
 // PacketRow is one frame of the trace, RoCE or not.
 type PacketRow struct {
-	Index       int64   `parquet:"index,delta"`            // 0-based position in the trace
-	TimeNs      int64   `parquet:"time_ns,delta"`          // capture timestamp, ns since the epoch
-	Conn        *int32  `parquet:"conn,optional"`          // connection number with the index base; null: none known
+	Index       int64   `parquet:"index,delta"`             // 0-based position in the trace
+	TimeNs      int64   `parquet:"time_ns,delta"`           // capture timestamp, ns since the epoch
+	Conn        *int32  `parquet:"conn,optional"`           // connection number with the index base; null: none known
 	Direction   *string `parquet:"direction,optional,dict"` // to-responder | to-requester
-	RoCE        bool    `parquet:"roce"`                   // the frame decoded as RoCE
+	RoCE        bool    `parquet:"roce"`                    // the frame decoded as RoCE
 	SrcIP       *string `parquet:"src_ip,optional,dict"`
 	DstIP       *string `parquet:"dst_ip,optional,dict"`
 	UDPSrcPort  *int32  `parquet:"udp_src_port,optional"`
