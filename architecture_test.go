@@ -44,6 +44,7 @@ var allowed = map[string][]string{
 	"refdir":          {"roce", "scenario", "trace", "analyze", "verdict", "resultsdir", "version"},
 	"report":          {"analyze", "analyze/summary", "verdict", "resultsdir", "refdir", "trace"},
 	"export":          {"roce", "trace", "analyze", "verdict", "resultsdir", "version"},
+	"wireshark":       {},
 }
 
 // never are the arrows that must not exist even through other packages: the data flows one way (scenario ->
