@@ -23,8 +23,9 @@ import (
 	"github.com/lumina-go/lumina/version"
 )
 
-// DefaultRowGroupRows bounds the rows of a row group (what a writer holds in memory before it writes them).
-const DefaultRowGroupRows = 64 << 10
+// DefaultRowGroupRows bounds the rows of a row group: what the packet writer holds in memory before it writes
+// them (about 12 MB of peak RSS at 8192 rows, bench/export.sh).
+const DefaultRowGroupRows = 8 << 10
 
 // Options configure Export.
 type Options struct {
