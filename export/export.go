@@ -18,6 +18,7 @@ import (
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
 	"github.com/lumina-go/lumina/verdict"
 	"github.com/lumina-go/lumina/version"
@@ -175,6 +176,22 @@ func openDir(dir string) (*source, error) {
 	tr := filepath.Join(dir, resultsdir.FileTrace)
 	if _, err := os.Stat(tr); err != nil {
 		return nil, resultsdir.BadInputf("%s: %v", dir, err)
+	}
+	// A run judged invalid was not analyzed: its analysis has no connections and no metadata mode. The packet
+	// table still gets both, from connections.json and from the trace's annotations.
+	if len(doc.Analysis.Connections) == 0 {
+		var recs []resultsdir.ConnRecord
+		if err := resultsdir.ReadList(dir, resultsdir.FileConnections, &recs); err != nil {
+			return nil, resultsdir.BadInputf("%s: %v", dir, err)
+		}
+		for i, r := range recs {
+			doc.Analysis.Connections = append(doc.Analysis.Connections, analyze.Conn{Index: i, Verb: r.Verb,
+				ReqIP: r.RequesterIP, RespIP: r.ResponderIP, ReqQPN: r.RequesterQPN, RespQPN: r.ResponderQPN,
+				ReqIPSN: roce.PSN(r.RequesterIPSN), PacketsPerMsg: r.PacketsPerMsg, NumMsgs: r.NumMsgs, MTU: r.MTU})
+		}
+	}
+	if doc.Analysis.Metadata == "" {
+		doc.Analysis.Metadata = "comment" // testbed.reconstruct annotates every packet of trace.pcapng
 	}
 	return &source{trace: tr, an: doc.Analysis, indexBase: doc.IndexBase, counters: &cf}, nil
 }

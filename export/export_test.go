@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/roce"
@@ -490,5 +491,35 @@ func TestExportReplacesEarlierExport(t *testing.T) {
 	sort.Strings(names)
 	if pk.rows() == 0 || strings.Join(names, ",") != "pq" {
 		t.Errorf("after re-export: %d rows, beside it %v", pk.rows(), names)
+	}
+}
+
+// A run judged invalid has an analysis.json without analysis: its packets still export with their events and
+// connections (from the trace's annotations and connections.json).
+func TestExportInvalidRun(t *testing.T) {
+	dir, o := runEvents(t)
+	want := o.Doc.Analysis
+	doc := *o.Doc
+	doc.Analysis = &analyze.Analysis{}
+	doc.Verdict = verdict.Invalid
+	if err := resultsdir.WriteJSON(dir, resultsdir.FileAnalysis, &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "pq")
+	res, err := Export(dir, out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Retransmissions != 0 || res.Connections != len(want.Connections) || res.Metadata != "comment" {
+		t.Errorf("invalid run: %+v; want no retransmissions, %d connections, metadata comment", res, len(want.Connections))
+	}
+	pk, _ := readTable(t, filepath.Join(out, FilePackets))
+	ev := pk.countBy(nil, "event")
+	if ev["drop"] != 2 || ev["<nil>"] != 0 {
+		t.Errorf("events %v; want both drops and no null", ev)
+	}
+	dirs := pk.countBy(func(i int) bool { return pk["direction"][i] == nil }, "roce")
+	if len(dirs) != 0 {
+		t.Errorf("packets without a direction: %v", dirs)
 	}
 }

@@ -19,7 +19,9 @@
 -- Install: lumina wireshark install (copies this file into Wireshark's personal Lua plugins folder), or
 -- tshark -X lua_script:lumina.lua -r trace.pcapng -T fields -e lumina.event -e lumina.seq
 
-local lumina = Proto("lumina", "Lumina mirror metadata")
+-- Loaded twice (installed, and given with -X lua_script:), the second copy steps aside.
+local created, lumina = pcall(Proto, "lumina", "Lumina mirror metadata")
+if not created then return end
 
 local event_names = { [0] = "none", "drop", "ecn", "corrupt", "delay", "reorder", "duplicate", "rewrite" }
 

@@ -53,6 +53,12 @@ var fields = []string{"frame.number", "lumina.event", "lumina.event_code", "lumi
 // tshark decodes path with the repository's lumina.lua and returns one map of field values per frame.
 func tshark(t *testing.T, path string) []map[string]string {
 	t.Helper()
+	return tsharkHome(t, path, t.TempDir())
+}
+
+// tsharkHome is tshark with HOME (where Wireshark looks for personal plugins) set to home.
+func tsharkHome(t *testing.T, path, home string) []map[string]string {
+	t.Helper()
 	bin, err := exec.LookPath("tshark")
 	if err != nil {
 		t.Fatalf("tshark is not installed (scripts/test.sh installs it: apt-get install tshark): %v", err)
@@ -62,7 +68,8 @@ func tshark(t *testing.T, path string) []map[string]string {
 		args = append(args, "-e", f)
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "WIRESHARK_CONFIG_DIR="+t.TempDir()) // no user preferences or plugins
+	// No user preferences, nor a personal copy of the plugin installed by lumina wireshark install.
+	cmd.Env = append(os.Environ(), "WIRESHARK_CONFIG_DIR="+t.TempDir(), "HOME="+home, "XDG_CONFIG_HOME="+t.TempDir())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -353,5 +360,20 @@ func TestPersonalLuaFolder(t *testing.T) {
 	}
 	if _, ok := personalLua([]byte("Temp: /tmp\n")); ok {
 		t.Error("found a folder in output without one")
+	}
+}
+
+// Installed in the personal plugins folder and given with -X lua_script: as well, the script loads once,
+// without a Lua error, and decodes as before.
+func TestDissectorLoadedTwice(t *testing.T) {
+	dir := runEvents(t)
+	home := t.TempDir()
+	if _, _, err := Install(filepath.Join(home, ".local", "lib", "wireshark", "plugins")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, resultsdir.FileTrace)
+	once, twice := tshark(t, path), tsharkHome(t, path, home)
+	if fmt.Sprint(once) != fmt.Sprint(twice) {
+		t.Errorf("with the plugin installed too, tshark decodes differently")
 	}
 }
