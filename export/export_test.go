@@ -523,3 +523,53 @@ func TestExportInvalidRun(t *testing.T) {
 		t.Errorf("packets without a direction: %v", dirs)
 	}
 }
+
+// A Lumina dump (mirror metadata in TTL and MAC addresses, no comments) exports with its events, sequence
+// numbers and switch timestamps decoded from the frames, as the capture summary counts them.
+func TestExportDump(t *testing.T) {
+	dir, _ := runEvents(t)
+	dumps, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
+	if len(dumps) == 0 {
+		t.Fatal("no dump")
+	}
+	seen := map[string]int{}
+	for _, d := range dumps {
+		out := filepath.Join(t.TempDir(), "pq")
+		res, err := Export(d, out, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Metadata != "mirror" {
+			t.Errorf("%s: metadata %q; want mirror", d, res.Metadata)
+		}
+		sum, err := summary.Analyze([]string{d}, summary.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk, _ := readTable(t, filepath.Join(out, FilePackets))
+		want := map[string]int{}
+		for e, n := range sum.Mirror.Events {
+			want[e] = int(n)
+			seen[e] += int(n)
+		}
+		equalCounts(t, filepath.Base(d)+" events", pk.countBy(nil, "event"), want)
+		f, err := trace.Open(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			p, err := f.Next()
+			if err != nil {
+				break
+			}
+			m, _ := roce.DecodeMirror(p.Data)
+			if pk["mirror_seq"][i] != int64(m.Seq) || pk["switch_ts_ns"][i] != int64(m.TimestampNs) || pk["iter"][i] != nil {
+				t.Fatalf("%s row %d: seq %v ts %v iter %v; the frame says %d %d (no iter)", d, i, pk["mirror_seq"][i], pk["switch_ts_ns"][i], pk["iter"][i], m.Seq, m.TimestampNs)
+			}
+		}
+		f.Close()
+	}
+	if seen["drop"] != 2 || seen["ecn"] != 1 || seen["corrupt"] != 1 {
+		t.Errorf("events over the dumps: %v; want 2 drops, 1 ecn, 1 corrupt", seen)
+	}
+}
