@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -375,5 +376,85 @@ func TestDissectorLoadedTwice(t *testing.T) {
 	once, twice := tshark(t, path), tsharkHome(t, path, home)
 	if fmt.Sprint(once) != fmt.Sprint(twice) {
 		t.Errorf("with the plugin installed too, tshark decodes differently")
+	}
+}
+
+// Frames the simulator does not make: mirrored copies over IPv6 and RoCEv1 (the event in the hop limit) and a
+// VLAN-tagged IPv4 one, with 48-bit sequence numbers and timestamps beyond 32 bits, WRITEs, ACKs and CNPs with
+// and without BECN: the dissector reads each as our encoder wrote it.
+func TestDissectorIPv6RoCEv1VLAN(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "synthetic.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		event     roce.EventType
+		seq, ts   uint64
+		cnp, becn bool
+	}
+	var wants []want
+	ops := []roce.Opcode{roce.RCWriteOnly, roce.RCAcknowledge, roce.CNP}
+	i := 0
+	for _, enc := range []string{"ipv6", "rocev1", "vlan"} {
+		for _, op := range ops {
+			for _, becn := range []bool{false, true} {
+				var p roce.Packet
+				p.Version, p.BTH.Opcode, p.BTH.DestQP, p.BTH.PSN, p.BTH.BECN = roce.RoCEv2, op, 0x123456, roce.PSN(100+i), becn
+				p.PayloadLen, p.TTL = 64, 64
+				switch enc {
+				case "ipv6":
+					p.IPv6 = true
+					p.SrcIP, p.DstIP = netip.MustParseAddr("fd00::2"), netip.MustParseAddr("fd00::3")
+				case "rocev1":
+					p.Version = roce.RoCEv1
+					p.SrcIP, p.DstIP = netip.MustParseAddr("fe80::2"), netip.MustParseAddr("fe80::3")
+				case "vlan":
+					p.NumVLANs, p.VLANs[0] = 1, roce.VLAN{TPID: roce.EtherTypeVLAN, TCI: 3<<13 | 100}
+					p.SrcIP, p.DstIP = netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+				}
+				frame, err := p.AppendTo(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := roce.Mirror{Event: roce.EventType(i % roce.NumEvents), Seq: 0xA0_0000_0000 + uint64(i), TimestampNs: 0xFFFF_0000_0000 + uint64(i)*1000}
+				if enc == "vlan" {
+					err = roce.EncodeMirror(frame, m)
+				} else {
+					err = roce.EncodeMirrorNoChecksum(frame, p.L3Offset, m)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.WritePacket(int64(i)*1000, frame, len(frame)); err != nil {
+					t.Fatal(err)
+				}
+				wants = append(wants, want{m.Event, m.Seq, m.TimestampNs, op == roce.CNP, becn})
+				i++
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	rows := tshark(t, path)
+	if len(rows) != len(wants) {
+		t.Fatalf("%d rows for %d frames", len(rows), len(wants))
+	}
+	for i, w := range wants {
+		r := rows[i]
+		got := fmt.Sprintf("%s %s %s %s %s", r["lumina.event"], r["lumina.event_code"], r["lumina.seq"], r["lumina.ts_ns"], boolean(r["lumina.cnp"]))
+		exp := fmt.Sprintf("%s %d %d %d %s", w.event, w.event, w.seq, w.ts, map[bool]string{true: "1", false: ""}[w.cnp])
+		if w.cnp && boolean(r["lumina.cnp.becn"]) != b01(w.becn) {
+			t.Errorf("frame %d: becn %q; want %v", i+1, r["lumina.cnp.becn"], w.becn)
+		}
+		if got != exp {
+			t.Errorf("frame %d: %q; want %q", i+1, got, exp)
+		}
 	}
 }
