@@ -62,6 +62,7 @@ for _, name in ipairs({ "frame.comment", "pkt_comment" }) do
 end
 
 local ETH_IPV4, ETH_IPV6, ETH_ROCEV1 = 0x0800, 0x86dd, 0x8915
+-- Plain arithmetic, no bit library: the script runs on Lua 5.1 to 5.4 (Wireshark 3.x to 4.4+).
 local VLAN_TPIDS = { [0x8100] = true, [0x88a8] = true, [0x9100] = true }
 local CNP_OPCODE = 0x81
 
@@ -81,8 +82,8 @@ local function parse(tvb)
     if et == ETH_IPV4 then
         if len < off + 20 then return nil end
         local vihl = tvb(off, 1):uint()
-        if bit.rshift(vihl, 4) ~= 4 then return nil end
-        local ihl = bit.band(vihl, 0x0f) * 4
+        if math.floor(vihl / 16) ~= 4 then return nil end
+        local ihl = (vihl % 16) * 4
         r.hop = tvb(off + 8, 1):uint()
         r.hop_off = off + 8
         if tvb(off + 9, 1):uint() ~= 17 or len < off + ihl + 8 then return r end
@@ -168,8 +169,8 @@ function lumina.dissector(tvb, pinfo, tree)
         local b = r.bth
         local ct = t:add(f.cnp, tvb(b, 1), true)
         local flags = tvb(b + 4, 1):uint()
-        ct:add(f.cnp_fecn, tvb(b + 4, 1), bit.band(flags, 0x80) ~= 0)
-        ct:add(f.cnp_becn, tvb(b + 4, 1), bit.band(flags, 0x40) ~= 0)
+        ct:add(f.cnp_fecn, tvb(b + 4, 1), flags >= 0x80)
+        ct:add(f.cnp_becn, tvb(b + 4, 1), math.floor(flags / 0x40) % 2 == 1)
         ct:add(f.cnp_qp, tvb(b + 5, 3))
         if tvb:len() >= b + 12 + 16 then ct:add(f.cnp_resv, tvb(b + 12, 16)) end
         if tvb:len() >= b + 12 + 16 + 4 then ct:add_le(f.cnp_icrc, tvb(b + 28, 4)) end

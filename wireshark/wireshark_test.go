@@ -405,6 +405,7 @@ func TestDissectorIPv6RoCEv1VLAN(t *testing.T) {
 			for _, becn := range []bool{false, true} {
 				var p roce.Packet
 				p.Version, p.BTH.Opcode, p.BTH.DestQP, p.BTH.PSN, p.BTH.BECN = roce.RoCEv2, op, 0x123456, roce.PSN(100+i), becn
+				p.BTH.FECN = !becn
 				p.PayloadLen, p.TTL = 64, 64
 				switch enc {
 				case "ipv6":
@@ -450,8 +451,8 @@ func TestDissectorIPv6RoCEv1VLAN(t *testing.T) {
 		r := rows[i]
 		got := fmt.Sprintf("%s %s %s %s %s", r["lumina.event"], r["lumina.event_code"], r["lumina.seq"], r["lumina.ts_ns"], boolean(r["lumina.cnp"]))
 		exp := fmt.Sprintf("%s %d %d %d %s", w.event, w.event, w.seq, w.ts, map[bool]string{true: "1", false: ""}[w.cnp])
-		if w.cnp && boolean(r["lumina.cnp.becn"]) != b01(w.becn) {
-			t.Errorf("frame %d: becn %q; want %v", i+1, r["lumina.cnp.becn"], w.becn)
+		if w.cnp && (boolean(r["lumina.cnp.becn"]) != b01(w.becn) || boolean(r["lumina.cnp.fecn"]) != b01(!w.becn)) {
+			t.Errorf("frame %d: becn %q fecn %q; want %v and %v", i+1, r["lumina.cnp.becn"], r["lumina.cnp.fecn"], w.becn, !w.becn)
 		}
 		if got != exp {
 			t.Errorf("frame %d: %q; want %q", i+1, got, exp)
