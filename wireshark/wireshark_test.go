@@ -459,3 +459,43 @@ func TestDissectorIPv6RoCEv1VLAN(t *testing.T) {
 		}
 	}
 }
+
+// A capture whose frames carry no mirror encoding (real TTLs) but whose comments do ("event=... seq=...", as
+// lumina's results trace writes them): the dissector takes event and sequence number from the comment.
+func TestDissectorCommentOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "comments.pcapng")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewPcapngWriter(f, trace.PcapngWriterOptions{Interfaces: []trace.InterfaceSpec{{LinkType: trace.LinkTypeEthernet, SnapLen: 65535}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comments := []string{"event=drop seq=17 iter=2 qp=1", "event=corrupt seq=281474976710000", ""}
+	for i, c := range comments {
+		p := roce.Packet{Version: roce.RoCEv2, TTL: 64, PayloadLen: 32,
+			SrcIP: netip.MustParseAddr("10.0.0.2"), DstIP: netip.MustParseAddr("10.0.0.3")}
+		p.BTH.Opcode, p.BTH.DestQP, p.BTH.PSN = roce.RCWriteOnly, 7, roce.PSN(i)
+		frame, err := p.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WritePacket(0, int64(i), frame, len(frame), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	rows := tshark(t, path)
+	got := make([]string, len(rows))
+	for i, r := range rows {
+		got[i] = fmt.Sprintf("%s|%s|%s|%s|%s|%s|%s", r["lumina.event"], r["lumina.event_code"], r["lumina.seq"], r["lumina.ts_ns"], r["lumina.source"], r["lumina.iter"], r["lumina.qp"])
+	}
+	want := []string{"drop|1|17||comment|2|1", "corrupt|3|281474976710000||comment||", "||||||"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("tshark:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
