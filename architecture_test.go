@@ -48,8 +48,8 @@ var allowed = map[string][]string{
 	"rundiff":           {"analyze", "resultsdir", "scenario", "verdict", "version"},
 	"history":           {"rundiff"},
 	"internal/progress": {},
-	"export":          {"roce", "trace", "analyze", "verdict", "resultsdir", "version"},
-	"wireshark":       {},
+	"export":            {"roce", "trace", "analyze", "verdict", "resultsdir", "version"},
+	"wireshark":         {},
 }
 
 // never are the arrows that must not exist even through other packages: the data flows one way (scenario ->
