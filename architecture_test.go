@@ -43,6 +43,7 @@ var allowed = map[string][]string{
 	"verdict":         {"roce", "rnic", "scenario", "trace", "analyze", "analyze/summary", "resultsdir", "version"},
 	"refdir":          {"roce", "scenario", "trace", "analyze", "verdict", "resultsdir", "version"},
 	"report":          {"analyze", "analyze/summary", "verdict", "resultsdir", "refdir", "trace"},
+	"htmlreport":      {"roce", "scenario", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "version"},
 }
 
 // never are the arrows that must not exist even through other packages: the data flows one way (scenario ->
@@ -60,6 +61,7 @@ var never = []struct{ from, to, why string }{
 	{"rnic", "inject", "the NIC does not know the switch"},
 	{"live", "netsim", "the real-packet testbed shares nothing with the simulator but the pure cores"},
 	{"report", "testbed", "report renders what the verdict stage wrote; it does not run tests"},
+	{"htmlreport", "testbed", "the HTML report renders what the verdict stage wrote; it does not run tests"},
 	{"analyze", "scenario", "analyzers read a trace and its metadata, not the scenario file"},
 	{"analyze", "testbed", "data flows one way: the testbed's results reach analyze, not its code"},
 	{"analyze", "inject", "analyzers share protocol rules through roce and rnic"},

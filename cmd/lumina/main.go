@@ -79,7 +79,7 @@ or the results directory is incomplete), 130 lumina run stopped by Ctrl-C or SIG
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(stdout, stderr), newAnalyzeCmd(stdout, stderr), newProfilesCmd(stdout),
-		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr), newSearchCmd(stdout, stderr),
+		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr), newSearchCmd(stdout, stderr), newReportCmd(stdout, stderr),
 		newAgentCmd(os.Stdin, stdout, stderr))
 	return root
 }
