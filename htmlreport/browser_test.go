@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 )
 
@@ -199,16 +200,31 @@ func TestBrowserResultsReport(t *testing.T) {
 	if rows.Integrity != 1 || rows.Expect != len(r.Expectations) || rows.Verdict != "pass" || rows.Bad != 0 {
 		t.Errorf("page tables: %+v; want the Integrity section, %d expectation rows, verdict pass, no failed row", rows, len(r.Expectations))
 	}
-	// Hovering a point shows its packet.
-	tip := eval[string](t, b, `(() => { const c = echarts.getInstanceByDom(document.getElementById('r0-ts-2'));
-		const o = c.getOption(); const s = o.series.findIndex(x => x.name === 'NAK');
-		c.dispatchAction({type: 'showTip', seriesIndex: s, dataIndex: 0});
-		const el = document.querySelector('#r0-ts-2 div[style*="z-index"]') || document.querySelector('#r0-ts-2').lastElementChild;
-		return el ? el.textContent : ''; })()`)
-	if !strings.Contains(tip, "packet #") || !strings.Contains(tip, "NAK") || !strings.Contains(tip, "PSN") {
+	// Hovering a point with the mouse shows its packet.
+	if tip := hover(t, b, "r0-ts-2", "NAK", 0); !strings.Contains(tip, "packet #") || !strings.Contains(tip, "NAK") || !strings.Contains(tip, "PSN") {
 		t.Errorf("the NAK's tooltip says %q; want its packet, kind and PSN", tip)
 	}
 	screenshotNotBlank(t, b)
+}
+
+// hover moves the mouse onto a drawn point of a plot's series and returns the tooltip's text.
+func hover(t *testing.T, b *browser, plot, series string, i int) string {
+	t.Helper()
+	xy := eval[[]float64](t, b, fmt.Sprintf(`(() => { const d = document.getElementById(%q); d.scrollIntoView({block: 'center'});
+		const c = echarts.getInstanceByDom(d); const o = c.getOption(); const s = o.series.findIndex(x => x.name === %q);
+		const p = o.series[s].data[%d]; const px = c.convertToPixel({seriesIndex: s}, [p[0], p[1]]);
+		const r = d.getBoundingClientRect(); return [r.left + px[0], r.top + px[1]]; })()`, plot, series, i))
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, xy[0]-3, xy[1]), chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, xy[0], xy[1])); err != nil {
+		t.Fatalf("hovering: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`[...document.getElementById(%q).querySelectorAll('div')].some(e => e.textContent.startsWith('packet #') && getComputedStyle(e).display !== 'none' && getComputedStyle(e).visibility !== 'hidden')`, plot),
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		t.Errorf("hovering %s %s point %d at %v: no tooltip (%v)", plot, series, i, xy, err)
+		return ""
+	}
+	return eval[string](t, b, fmt.Sprintf(`[...document.getElementById(%q).querySelectorAll('div')].filter(e => e.textContent.startsWith('packet #')).pop().textContent`, plot))
 }
 
 func screenshotNotBlank(t *testing.T, b *browser) {
@@ -335,6 +351,19 @@ func TestBrowserDecimatesAndZooms(t *testing.T) {
 	zoomed := eval[plotInfo](t, b, `window.luminaReport.plots['r0-ts-1']`)
 	if zoomed.Points[0] != 2000 || zoomed.Points[5] != 2 {
 		t.Errorf("zoomed to 2000 packets: %v points drawn; want 2000 data points, 2 injected", zoomed.Points)
+	}
+	// Above the large-mode threshold the points still answer the mouse: packet 100500 at 100500 µs (points
+	// are under a pixel apart here, so a neighbour may answer; its PSN must be its own).
+	tip := hover(t, b, "r0-ts-1", "data", 500)
+	var pkt, psn int
+	if i := strings.Index(tip, "packet #"); i >= 0 {
+		fmt.Sscanf(tip[i:], "packet #%d", &pkt)
+	}
+	if i := strings.Index(tip, "PSN "); i >= 0 {
+		fmt.Sscanf(tip[i:], "PSN %d", &psn)
+	}
+	if pkt < 100495 || pkt > 100505 || psn != pkt {
+		t.Errorf("tooltip of the zoomed window's 501st packet: %q; want packet #100500 (±5) with its own PSN", tip)
 	}
 	noErrors(t, b, st)
 }

@@ -3,10 +3,11 @@
 // and the points drawn in each, and ready once every plot has rendered.
 (function () {
   'use strict';
-  var R = window.luminaReport = { ready: false, plots: {}, errors: [], renderMs: null, pending: 0 };
+  var R = window.luminaReport = { ready: false, plots: {}, errors: [], renderMs: null, pending: 0, marks: { start: performance.now() } };
   window.addEventListener('error', function (e) { R.errors.push(String(e.message)); });
 
   var D = JSON.parse(document.getElementById('lumina-data').textContent);
+  R.marks.parsed = performance.now();
   var app = document.getElementById('app');
   app.textContent = '';
   var MAXP = D.max_points || 4000;
@@ -133,14 +134,17 @@
 
   // The time-sequence diagram of one connection.
   function timeSequence(id, parent, conn, tr) {
+    var T0 = performance.now();
     var cols = columns(conn.packets);
+    R.marks.decode = (R.marks.decode || 0) + performance.now() - T0; T0 = performance.now();
     var rows = seriesRows(cols, SERIES.length, function (i) { return cols.kind[i]; }, function (i) { return cols.ev[i] ? 5 : -1; });
     var tmax = cols.n ? cols.t[cols.n - 1] : 1;
+    R.marks.rows = (R.marks.rows || 0) + performance.now() - T0; T0 = performance.now();
     function seriesFor(x0, x1) {
       return SERIES.map(function (name, s) {
         return {
           name: name, type: 'scatter', symbol: SYMBOLS[s], symbolSize: s === 5 ? 10 : 5, itemStyle: { color: COLORS[s] },
-          data: decimate(rows[s], cols, x0, x1, MAXP), z: s === 5 ? 1 : 2, progressive: 0
+          data: decimate(rows[s], cols, x0, x1, MAXP), z: s === 5 ? 1 : 2, progressive: 0, large: true, largeThreshold: 1000
         };
       });
     }
@@ -156,10 +160,12 @@
       },
       xAxis: { type: 'value', name: 'time (µs)', nameLocation: 'middle', nameGap: 24, min: 0, max: tmax },
       yAxis: { type: 'value', name: 'PSN offset', scale: true },
-      dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }, { type: 'slider', xAxisIndex: 0, filterMode: 'none', height: 18, bottom: 8 }],
+      dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }, { type: 'slider', xAxisIndex: 0, filterMode: 'none', height: 18, bottom: 8, showDataShadow: false }],
       series: seriesFor(0, tmax)
     };
+    R.marks.decim = (R.marks.decim || 0) + performance.now() - T0; T0 = performance.now();
     var chart = plot(id, parent, option, rows.map(function (r) { return r.length; }));
+    R.marks.chart = (R.marks.chart || 0) + performance.now() - T0;
     var pending = false;
     chart.on('datazoom', function () {
       if (pending) { return; }
@@ -182,7 +188,7 @@
     var names = ['ECN mark (CE data packet)', 'CNP'];
     function seriesFor(x0, x1) {
       return names.map(function (name, s) {
-        return { name: name, type: 'scatter', symbolSize: s ? 7 : 4, symbol: s ? 'triangle' : 'circle', itemStyle: { color: s ? '#ea580c' : '#0891b2' }, data: decimate(rows[s], cols, x0, x1, MAXP), progressive: 0 };
+        return { name: name, type: 'scatter', symbolSize: s ? 7 : 4, symbol: s ? 'triangle' : 'circle', itemStyle: { color: s ? '#ea580c' : '#0891b2' }, data: decimate(rows[s], cols, x0, x1, MAXP), progressive: 0, large: true, largeThreshold: 1000 };
       });
     }
     var chart = plot(id, parent, {
@@ -190,7 +196,7 @@
       tooltip: { trigger: 'item', formatter: function (p) { var r = p.data[2]; return names[cols.kind[r]] + '<br>packet #' + cols.pkt[r] + '<br>QP ' + cols.y[r] + '<br>time ' + cols.t[r].toFixed(3) + ' µs'; } },
       xAxis: { type: 'value', name: 'time (µs)', nameLocation: 'middle', nameGap: 24, min: 0, max: tmax },
       yAxis: { type: 'value', name: 'QP', minInterval: 1 },
-      dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }, { type: 'slider', xAxisIndex: 0, filterMode: 'none', height: 18, bottom: 8 }],
+      dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }, { type: 'slider', xAxisIndex: 0, filterMode: 'none', height: 18, bottom: 8, showDataShadow: false }],
       series: seriesFor(0, tmax)
     }, rows.map(function (r) { return r.length; }));
     chart.on('datazoom', function () {
@@ -378,6 +384,7 @@
     R.errors.push(String(e && e.stack || e));
     app.appendChild(el('pre', { text: 'report error: ' + e }));
   }
+  R.marks.built = performance.now();
   if (R.pending === 0) { R.ready = true; R.renderMs = performance.now(); }
   window.addEventListener('resize', function () { charts.forEach(function (c) { c.resize(); }); });
 })();
