@@ -26,10 +26,6 @@ const (
 	numKinds
 )
 
-// kindNames are the series names of the time-sequence diagram, in kind order; the injected-event series
-// follows them.
-var kindNames = [numKinds]string{"data", "retransmitted", "ACK", "NAK", "CNP"}
-
 // Columns is a packet table stored column-wise: each column a little-endian typed array, base64-encoded, so that
 // a million packets take some 24 MB of page instead of a hundred as JSON objects, and the page's script reads
 // them into typed arrays without parsing a number per value. Rows are in time order.
@@ -135,14 +131,13 @@ type connKey struct {
 }
 
 type connPlot struct {
-	b       colBuilder
-	ipsn    roce.PSN
-	qp      int
-	high    [2]roce.PSN // highest data PSN seen per direction (0 requests, 1 READ responses)
-	seen    [2]bool
-	lastY   uint32
-	counts  []int
-	forward bool
+	b      colBuilder
+	ipsn   roce.PSN
+	qp     int
+	high   [2]roce.PSN // highest data PSN seen per direction (0 requests, 1 READ responses)
+	seen   [2]bool
+	lastY  uint32
+	counts []int
 }
 
 // readTrace reads a capture into per-connection time-sequence columns, with the connections the analyzers
