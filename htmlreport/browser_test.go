@@ -306,20 +306,23 @@ func TestBrowserOtherPages(t *testing.T) {
 
 // synthetic is a page with one connection of n data packets (PSN i at i µs, every 1000th injected), to
 // check the decimation: the overview draws at most MaxPoints per series, a zoomed window every packet in it.
-func synthetic(n int) *Page {
-	var b colBuilder
-	counts := make([]int, numKinds+1)
-	for i := 0; i < n; i++ {
-		ev := uint8(0)
-		if i%1000 == 0 {
-			ev = 1
-			counts[numKinds]++
+func synthetic(n, conns int) *Page {
+	tv := &TraceView{Packets: n * conns, Metadata: "none", Opcodes: map[int]string{10: "RC RDMA WRITE Middle"}, Events: []string{"none", "drop"},
+		CNPCounts: []int{0, 0}}
+	for q := 1; q <= conns; q++ {
+		var b colBuilder
+		counts := make([]int, numKinds+1)
+		for i := 0; i < n; i++ {
+			ev := uint8(0)
+			if i%1000 == 0 {
+				ev = 1
+				counts[numKinds]++
+			}
+			b.add(float64(i), uint32(i), KindData, ev, 10, uint32(i), i)
+			counts[KindData]++
 		}
-		b.add(float64(i), uint32(i), KindData, ev, 10, uint32(i), i)
-		counts[KindData]++
+		tv.Conns = append(tv.Conns, ConnTrace{QP: q, Verb: "write", Label: fmt.Sprintf("QP %d", q), Counts: counts, Packets: b.columns()})
 	}
-	tv := &TraceView{Packets: n, Metadata: "none", Opcodes: map[int]string{10: "RC RDMA WRITE Middle"}, Events: []string{"none", "drop"},
-		Conns: []ConnTrace{{QP: 1, Verb: "write", Label: "QP 1", Counts: counts, Packets: b.columns()}}, CNPCounts: []int{0, 0}}
 	var empty colBuilder
 	tv.CNP = empty.columns()
 	r := &Run{Source: "synthetic", Verdict: "pass", Trace: tv}
@@ -329,7 +332,7 @@ func synthetic(n int) *Page {
 func TestBrowserDecimatesAndZooms(t *testing.T) {
 	const n = 200000
 	b := newBrowser(t)
-	st, _ := b.open(t, synthetic(n), 120*time.Second)
+	st, _ := b.open(t, synthetic(n, 1), 120*time.Second)
 	noErrors(t, b, st)
 	p := st.Plots["r0-ts-1"]
 	// PSNs rise with time: every time bucket (n / (MaxPoints/2) packets) gives its first and last packet.
@@ -364,6 +367,41 @@ func TestBrowserDecimatesAndZooms(t *testing.T) {
 	}
 	if pkt < 100495 || pkt > 100505 || psn != pkt {
 		t.Errorf("tooltip of the zoomed window's 501st packet: %q; want packet #100500 (±5) with its own PSN", tip)
+	}
+	noErrors(t, b, st)
+}
+
+// Beyond 16 connections a time-sequence diagram is drawn when it scrolls near: the page opens with 16, and
+// every one is there, with its points, once drawn.
+func TestBrowserDefersManyConnections(t *testing.T) {
+	const conns = 20
+	b := newBrowser(t)
+	p := synthetic(100, conns)
+	st, _ := b.open(t, p, 60*time.Second)
+	noErrors(t, b, st)
+	if len(st.Plots) != 16 {
+		t.Errorf("%d plots at open, want the first 16 connections'", len(st.Plots))
+	}
+	if d := eval[int](t, b, `window.luminaReport.deferred`); d != conns-16 {
+		t.Errorf("%d diagrams deferred, want %d", d, conns-16)
+	}
+	// Scrolling to the end draws the last one.
+	eval[bool](t, b, `(window.scrollTo(0, document.body.scrollHeight), true)`)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`!!window.luminaReport.plots['r0-ts-%d'] && window.luminaReport.pending === 0`, conns),
+		chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		t.Fatalf("the last diagram was not drawn on scrolling to it: %v", err)
+	}
+	if d := eval[int](t, b, `window.luminaReport.renderAll()`); d != 0 {
+		t.Errorf("%d diagrams left after renderAll", d)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.luminaReport.pending === 0`, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	st = eval[reportState](t, b, `window.luminaReport`)
+	for _, c := range p.Runs[0].Trace.Conns {
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
 	}
 	noErrors(t, b, st)
 }

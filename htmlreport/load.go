@@ -263,6 +263,8 @@ type AnomalyRow struct {
 	Scenario string          `json:"scenario"`
 	FoundAt  int             `json:"found_at_evaluation"`
 	Minimal  bool            `json:"minimal"`
+	// MFSCut: the budget ran out during the feature set's probes (it may not be minimal).
+	MFSCut   bool            `json:"mfs_cut,omitempty"`
 	Counters json.RawMessage `json:"counters,omitempty"`
 }
 
@@ -299,7 +301,7 @@ func LoadSearch(dir string) (*Page, error) {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<26)
 		line := 0
-		best := 0.0
+		best, last := 0.0, 0.0
 		for sc.Scan() {
 			line++
 			b := bytes.TrimSpace(sc.Bytes())
@@ -324,6 +326,7 @@ func LoadSearch(dir string) (*Page, error) {
 				s.Evals = append(s.Evals, EvalSeries{Kind: rec.Kind})
 			}
 			p := [2]float64{float64(rec.Eval), rec.Energy}
+			last = max(last, p[0])
 			s.Evals[k].Points = append(s.Evals[k].Points, p)
 			if s.Evaluations == 0 || rec.Energy < best {
 				best = rec.Energy
@@ -333,6 +336,9 @@ func LoadSearch(dir string) (*Page, error) {
 		}
 		if err := sc.Err(); err != nil {
 			return nil, badInput("%s: %v", filepath.Join(dir, searchLog), err)
+		}
+		if n := len(s.Best); n > 0 && last > s.Best[n-1][0] {
+			s.Best = append(s.Best, [2]float64{last, best}) // the lowest so far holds to the last evaluation
 		}
 	}
 	return &Page{Kind: KindSearch, Title: "lumina search report: " + dir, MaxPoints: DefaultMaxPoints, Search: s}, nil

@@ -3,7 +3,7 @@
 // and the points drawn in each, and ready once every plot has rendered.
 (function () {
   'use strict';
-  var R = window.luminaReport = { ready: false, plots: {}, errors: [], renderMs: null, pending: 0, marks: { start: performance.now() } };
+  var R = window.luminaReport = { ready: false, plots: {}, errors: [], renderMs: null, pending: 0, deferred: 0, marks: { start: performance.now() } };
   window.addEventListener('error', function (e) { R.errors.push(String(e.message)); });
 
   var D = JSON.parse(document.getElementById('lumina-data').textContent);
@@ -104,6 +104,31 @@
     return out;
   }
 
+  // Beyond EAGER time-sequence diagrams, a diagram is drawn when it scrolls near the window (R.renderAll()
+  // draws them all): a run of hundreds of connections opens as fast as one of a few.
+  var EAGER = 16, eagerLeft = EAGER, waiting = [];
+  var observer = window.IntersectionObserver ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) { if (e.isIntersecting) { build(e.target); } });
+  }, { rootMargin: '800px 0px' }) : null;
+  function build(holder) {
+    if (!holder.luminaBuild) { return; }
+    var f = holder.luminaBuild;
+    holder.luminaBuild = null;
+    if (observer) { observer.unobserve(holder); }
+    R.deferred--;
+    f(holder);
+  }
+  function maybeLater(parent, f) {
+    if (eagerLeft > 0 || !observer) { eagerLeft--; f(parent); return; }
+    var holder = el('div', { 'class': 'plot-holder' });
+    parent.appendChild(holder);
+    holder.luminaBuild = f;
+    waiting.push(holder);
+    R.deferred++;
+    observer.observe(holder);
+  }
+  R.renderAll = function () { waiting.forEach(build); waiting = []; return R.deferred; };
+
   var charts = [];
   function plot(id, parent, option, seriesCounts) {
     var div = el('div', { 'class': 'plot', id: id });
@@ -116,7 +141,7 @@
       if (done) { return; }
       done = true;
       R.pending--;
-      if (R.pending === 0) { R.ready = true; R.renderMs = performance.now(); }
+      if (R.pending === 0 && !R.ready) { R.ready = true; R.renderMs = performance.now(); }
     });
     option.animation = false;
     c.setOption(option);
@@ -249,7 +274,7 @@
         (run.trace.unmatched ? ' ' + run.trace.unmatched + ' RoCE packets belong to no listed connection and are not drawn.' : '')));
       run.trace.conns.forEach(function (c) {
         parent.appendChild(el('h3', { text: c.label + ' — ' + c.counts.map(function (n, i) { return SERIES[i] + ' ' + n; }).join(', ') }));
-        timeSequence(p + 'ts-' + c.qp, parent, c, run.trace);
+        maybeLater(parent, function (into) { timeSequence(p + 'ts-' + c.qp, into, c, run.trace); });
       });
     }
 
@@ -348,7 +373,7 @@
     parent.appendChild(el('h2', { text: 'Anomalies' }));
     if (!s.anomalies || !s.anomalies.length) { parent.appendChild(note('none found')); } else {
       parent.appendChild(table(['id', 'symptom', 'minimal feature set', 'found at evaluation', 'minimal', 'scenario'], s.anomalies.map(function (a) {
-        return [a.id, el('code', { text: JSON.stringify(a.symptom) }), el('code', { text: JSON.stringify(a.mfs) }), a.found_at_evaluation, a.minimal, a.scenario];
+        return [a.id, el('code', { text: JSON.stringify(a.symptom) }), el('code', { text: JSON.stringify(a.mfs) }), a.found_at_evaluation, a.minimal ? 'yes' : (a.mfs_cut ? 'no: the budget ran out during its probes' : 'no'), a.scenario];
       })));
     }
     if (s.evals && s.evals.length) {
