@@ -40,8 +40,10 @@ type Run struct {
 	Testbed   string           `json:"testbed,omitempty"`
 	Seed      uint64           `json:"seed"`
 	IndexBase int              `json:"index_base"`
-	Integrity *trace.Integrity `json:"integrity"` // nil: not checked (a plain capture)
-	Checks    []CheckRow       `json:"checks"`
+	Integrity *trace.Integrity `json:"integrity"` // nil: not checked (IntegrityNote says why)
+	// IntegrityNote says why there is no integrity check.
+	IntegrityNote string     `json:"integrity_note,omitempty"`
+	Checks        []CheckRow `json:"checks"`
 	// Retransmissions lists the first MaxRows lost packets; RetransmissionsTotal counts them all.
 	Retransmissions      []analyze.Retransmission `json:"retransmissions"`
 	RetransmissionsTotal int                      `json:"retransmissions_total"`

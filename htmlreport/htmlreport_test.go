@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden report data in testdata from the current output")
@@ -273,6 +274,41 @@ func TestBadInput(t *testing.T) {
 		_, err := Load(c.args)
 		if err == nil || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Load(%v) = %v; want a bad-input error saying %q", c.args, err, c.want)
+		}
+	}
+}
+
+// An invalid run is not analyzed: its plots come from the testbed's connection record, with PSNs from each
+// connection's initial PSN, and the failed integrity condition is there.
+func TestInvalidRunStillPlotted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "inv")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"analysis.json", "connections.json", "counters.json", "scenario.yaml", "switch.json", "trace.pcapng", "traffic.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata/listing2", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "counters.json" {
+			b = bytes.Replace(b, []byte(`"mirrored": 254`), []byte(`"mirrored": 999`), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o, err := verdict.Reanalyze(dir); err != nil || o.Doc.Verdict != verdict.Invalid {
+		t.Fatalf("re-judging with 999 mirrored: %v", err)
+	}
+	r := load(t, dir).Runs[0]
+	if r.Verdict != verdict.Invalid || r.Integrity == nil || r.Integrity.OK || len(r.Trace.Conns) != 2 {
+		t.Fatalf("verdict %s, integrity %+v, %d connections", r.Verdict, r.Integrity, len(r.Trace.Conns))
+	}
+	for _, c := range r.Trace.Conns {
+		for _, y := range u32col(t, c.Packets.Y) {
+			if y >= 100 { // 100 packets per connection
+				t.Fatalf("QP %d: PSN offset %d; the offsets must count from the connection's initial PSN", c.QP, y)
+			}
 		}
 	}
 }

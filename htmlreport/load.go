@@ -13,6 +13,7 @@ import (
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
 	"github.com/lumina-go/lumina/verdict"
 	"github.com/lumina-go/lumina/version"
@@ -143,7 +144,10 @@ func fromDoc(dir string, doc *verdict.Document, cf *resultsdir.CountersFile) (*R
 	tp := filepath.Join(dir, resultsdir.FileTrace)
 	if _, err := os.Stat(tp); err != nil {
 		if doc.Workload != nil {
-			return r, nil // a workload run has no trace
+			if len(integ.Checks) == 0 {
+				r.Integrity, r.IntegrityNote = nil, "a workload run on the NIC micro-architecture model: no trace, no integrity check"
+			}
+			return r, nil
 		}
 		return nil, badInput("%s: no %s", dir, resultsdir.FileTrace)
 	}
@@ -153,7 +157,7 @@ func fromDoc(dir string, doc *verdict.Document, cf *resultsdir.CountersFile) (*R
 		if err := resultsdir.ReadList(dir, resultsdir.FileConnections, &recs); err == nil {
 			for _, c := range recs {
 				conns = append(conns, analyze.Conn{Index: c.QP - doc.IndexBase, Verb: c.Verb, ReqIP: c.RequesterIP, RespIP: c.ResponderIP,
-					ReqQPN: c.RequesterQPN, RespQPN: c.ResponderQPN})
+					ReqQPN: c.RequesterQPN, RespQPN: c.ResponderQPN, ReqIPSN: roce.PSN(c.RequesterIPSN)})
 			}
 		}
 	}
@@ -198,7 +202,8 @@ func LoadCapture(paths []string) (*Page, error) {
 	if !errors.Is(err, io.EOF) {
 		return nil, badInput("%v", err)
 	}
-	r := &Run{Source: strings.Join(paths, " "), IndexBase: 1, Verdict: verdict.Pass}
+	r := &Run{Source: strings.Join(paths, " "), IndexBase: 1, Verdict: verdict.Pass,
+		IntegrityNote: "not Lumina dumps (no mirror sequence numbers): no integrity check; every packet counts as delivered"}
 	r.Summary = captureSummary(rep)
 	if rep.Integrity != nil {
 		r.Integrity = &trace.Integrity{OK: rep.Integrity.OK, Checks: rep.Integrity.Checks}

@@ -33,7 +33,7 @@
   }
   // table(headers, rows): rows are arrays of cells (strings, numbers or nodes); row.cls sets the row's class.
   function table(headers, rows) {
-    var t = el('table', null, [el('tr', null, headers.map(function (h) { return el('th', { text: h }); }))]);
+    var t = el('table', null, headers ? [el('tr', null, headers.map(function (h) { return el('th', { text: h }); }))] : []);
     rows.forEach(function (r) {
       var tr = el('tr', r.cls ? { 'class': r.cls } : null);
       r.forEach(function (c) {
@@ -239,7 +239,7 @@
     if (run.scenario) { facts.push(['scenario', run.scenario]); }
     if (run.testbed) { facts.push(['testbed', run.testbed], ['seed', String(run.seed)]); }
     if (run.trace) { facts.push(['packets', String(run.trace.packets)], ['metadata', run.trace.metadata]); }
-    parent.appendChild(table(['', ''], facts));
+    parent.appendChild(table(null, facts));
 
     parent.appendChild(el('h2', { text: 'Integrity' }));
     if (run.integrity) {
@@ -247,7 +247,7 @@
       parent.appendChild(table(['condition', 'result', 'detail'], (run.integrity.checks || []).map(function (c) {
         var r = [c.name, okCell(c.ok, c.skipped), c.detail]; if (!c.ok && !c.skipped) { r.cls = 'bad'; } return r;
       })));
-    } else { parent.appendChild(note('not a Lumina trace: no integrity check (a plain capture).')); }
+    } else { parent.appendChild(note(run.integrity_note || 'no integrity check')); }
 
     if (run.expectations && run.expectations.length) {
       parent.appendChild(el('h2', { text: 'Expectations' }));
@@ -325,7 +325,7 @@
 
     if (run.cnp && (run.cnp.cnps || run.cnp.ecn_marked)) {
       parent.appendChild(el('h2', { text: 'CNPs against ECN marks' }));
-      parent.appendChild(table(['', ''], [
+      parent.appendChild(table(null, [
         ['ECN-marked packets', run.cnp.ecn_marked], ['CNPs', run.cnp.cnps], ['expected CNPs', run.cnp.expected],
         ['limiter scope inferred', run.cnp.scope_inferred || '—'], ['min CNP interval µs', run.cnp.min_interval_us],
         ['NAK-triggered CNPs', run.cnp.nak_triggered], ['unsolicited CNPs', run.cnp.unsolicited],
