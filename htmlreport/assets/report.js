@@ -59,6 +59,8 @@
       ev: bytes(c.ev), op: bytes(c.op), psn: new Uint32Array(bytes(c.psn).buffer), pkt: new Uint32Array(bytes(c.pkt).buffer)
     };
   }
+  // Packet numbers are the trace's 0-based indexes, as the analyzers' violations give them; Wireshark's frame
+  // numbers start at 1.
   // Row indexes of each series (in time order): select(row) gives the series of a row, or -1; extra(row)
   // gives a second series a row also belongs to (the injected events), or -1.
   function seriesRows(cols, nseries, select, extra) {
@@ -178,7 +180,7 @@
       tooltip: {
         trigger: 'item', formatter: function (p) {
           var r = p.data[2], ev = cols.ev[r];
-          return 'packet #' + cols.pkt[r] + ' (' + SERIES[cols.kind[r]] + ')<br>time ' + cols.t[r].toFixed(3) + ' µs<br>' +
+          return 'packet #' + cols.pkt[r] + ' (' + SERIES[cols.kind[r]] + '; Wireshark frame ' + (cols.pkt[r] + 1) + ')<br>time ' + cols.t[r].toFixed(3) + ' µs<br>' +
             (tr.opcodes[cols.op[r]] || ('opcode ' + cols.op[r])) + '<br>PSN ' + cols.psn[r] + ' (offset ' + cols.y[r] + ')' +
             (cols.kind[r] === 4 ? ' — a CNP is drawn at the latest data PSN' : '') + (ev ? '<br>event: <b>' + (tr.events[ev] || ev) + '</b>' : '');
         }
@@ -217,7 +219,8 @@
       });
     }
     var chart = plot(id, parent, {
-      grid: baseGrid, legend: legend(),
+      grid: { left: 70, right: 30, top: 56, bottom: 70 }, legend: { top: 22, type: 'scroll' },
+      title: { text: 'CNP limiter scope inferred: ' + (run.cnp.scope_inferred || 'none'), left: 'center', top: 0, textStyle: { fontSize: 13 } },
       tooltip: { trigger: 'item', formatter: function (p) { var r = p.data[2]; return names[cols.kind[r]] + '<br>packet #' + cols.pkt[r] + '<br>QP ' + cols.y[r] + '<br>time ' + cols.t[r].toFixed(3) + ' µs'; } },
       xAxis: { type: 'value', name: 'time (µs)', nameLocation: 'middle', nameGap: 24, min: 0, max: tmax },
       yAxis: { type: 'value', name: 'QP', minInterval: 1 },
@@ -257,6 +260,7 @@
     }
     if (run.checks && run.checks.length) {
       parent.appendChild(el('h2', { text: 'Checks' }));
+      parent.appendChild(note('Packet numbers (#N) are 0-based indexes in the trace: Wireshark shows packet #N as frame N+1.'));
       parent.appendChild(table(['analyzer', 'QP', 'result', 'violations', 'first violations'], run.checks.map(function (c) {
         var v = (c.violations || []).slice(0, 5).map(function (x) { return '#' + x.packet + ': ' + x.message; }).join('\n');
         var r = [c.analyzer, c.qp, okCell(c.ok), c.violation_count, v]; if (!c.ok) { r.cls = 'bad'; } return r;
