@@ -200,6 +200,13 @@ func TestBrowserResultsReport(t *testing.T) {
 	if rows.Integrity != 1 || rows.Expect != len(r.Expectations) || rows.Verdict != "pass" || rows.Bad != 0 {
 		t.Errorf("page tables: %+v; want the Integrity section, %d expectation rows, verdict pass, no failed row", rows, len(r.Expectations))
 	}
+	// Checks: the passing ones of an analyzer share a row, with their QPs as ranges.
+	checks := eval[[]string](t, b, `(() => { let e = [...document.querySelectorAll('h2')].find(h => h.textContent === 'Checks');
+		while (e && e.tagName !== 'TABLE') { e = e.nextElementSibling; }
+		return [...e.rows].slice(1).map(r => [...r.cells].slice(0, 3).map(c => c.textContent).join('|')); })()`)
+	if fmt.Sprint(checks) != "[cnp|1-2|pass gbn|1-2|pass]" {
+		t.Errorf("checks table rows %q; want cnp and gbn passing on QPs 1-2", checks)
+	}
 	// Hovering a point with the mouse shows its packet.
 	if tip := hover(t, b, "r0-ts-2", "NAK", 0); !strings.Contains(tip, "packet #") || !strings.Contains(tip, "NAK") || !strings.Contains(tip, "PSN") {
 		t.Errorf("the NAK's tooltip says %q; want its packet, kind and PSN", tip)

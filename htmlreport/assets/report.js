@@ -14,6 +14,7 @@
   var SERIES = ['data', 'retransmitted', 'ACK', 'NAK', 'CNP', 'injected event'];
   var COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#111827'];
   var SYMBOLS = ['circle', 'diamond', 'triangle', 'rect', 'pin', 'emptyCircle'];
+  // Drawing order: data, then ACKs over it, then retransmissions, NAKs and CNPs, the injected events on top.
 
   function el(tag, attrs, kids) {
     var e = document.createElement(tag);
@@ -43,7 +44,22 @@
       });
       t.appendChild(tr);
     });
-    return t;
+    if (rows.length <= 30) { return t; }
+    // A long table starts folded, under a line that says how long it is.
+    var bad = rows.filter(function (r) { return r.cls === 'bad'; }).length;
+    return el('details', null, [el('summary', { text: rows.length + ' rows' + (bad ? ', ' + bad + ' highlighted' : '') + ' (click to show)' }), t]);
+  }
+  // ranges writes sorted numbers as 1-4, 7, 9-10.
+  function ranges(v) {
+    v = v.slice().sort(function (a, b) { return a - b; });
+    var out = [], i = 0;
+    while (i < v.length) {
+      var j = i;
+      while (j + 1 < v.length && v[j + 1] === v[j] + 1) { j++; }
+      out.push(i === j ? String(v[i]) : v[i] + '-' + v[j]);
+      i = j + 1;
+    }
+    return out.join(', ');
   }
   function note(s) { return el('p', { 'class': 'note', text: s }); }
 
@@ -171,7 +187,7 @@
       return SERIES.map(function (name, s) {
         return {
           name: name, type: 'scatter', symbol: SYMBOLS[s], symbolSize: s === 5 ? 10 : 5, itemStyle: { color: COLORS[s] },
-          data: decimate(rows[s], cols, x0, x1, MAXP), z: s === 5 ? 1 : 2, progressive: 0, large: true, largeThreshold: 1000
+          data: decimate(rows[s], cols, x0, x1, MAXP), z: [2, 4, 3, 5, 5, 6][s], progressive: 0, large: true, largeThreshold: 1000
         };
       });
     }
@@ -261,10 +277,20 @@
     if (run.checks && run.checks.length) {
       parent.appendChild(el('h2', { text: 'Checks' }));
       parent.appendChild(note('Packet numbers (#N) are 0-based indexes in the trace: Wireshark shows packet #N as frame N+1.'));
-      parent.appendChild(table(['analyzer', 'QP', 'result', 'violations', 'first violations'], run.checks.map(function (c) {
+      // Failed checks one per row; the passing ones of each analyzer in one row (a run of 100 connections
+      // would otherwise bury its one failure under 200 passes).
+      var rowsC = [], passing = {}, order = [];
+      run.checks.forEach(function (c) {
+        if (c.ok) {
+          if (!passing[c.analyzer]) { passing[c.analyzer] = []; order.push(c.analyzer); }
+          passing[c.analyzer].push(c.qp);
+          return;
+        }
         var v = (c.violations || []).slice(0, 5).map(function (x) { return '#' + x.packet + ': ' + x.message; }).join('\n');
-        var r = [c.analyzer, c.qp, okCell(c.ok), c.violation_count, v]; if (!c.ok) { r.cls = 'bad'; } return r;
-      })));
+        var r = [c.analyzer, String(c.qp), okCell(false), c.violation_count, v]; r.cls = 'bad'; rowsC.push(r);
+      });
+      order.forEach(function (a) { rowsC.push([a, ranges(passing[a]), okCell(true), 0, '']); });
+      parent.appendChild(table(['analyzer', 'QP', 'result', 'violations', 'first violations'], rowsC));
     }
     if (run.summary && run.summary.length) {
       parent.appendChild(el('h2', { text: 'Capture summary' }));
