@@ -208,19 +208,32 @@ func TestBrowserResultsReport(t *testing.T) {
 		t.Errorf("checks table rows %q; want cnp and gbn passing on QPs 1-2", checks)
 	}
 	// Hovering a point with the mouse shows its packet.
-	if tip := hover(t, b, "r0-ts-2", "NAK", 0); !strings.Contains(tip, "packet #") || !strings.Contains(tip, "NAK") || !strings.Contains(tip, "PSN") {
+	if tip := hover(t, b, "r0-ts-2", "NAK", 0, 0.5); !strings.Contains(tip, "packet #") || !strings.Contains(tip, "NAK") || !strings.Contains(tip, "PSN") {
 		t.Errorf("the NAK's tooltip says %q; want its packet, kind and PSN", tip)
 	}
 	screenshotNotBlank(t, b)
 }
 
-// hover moves the mouse onto a drawn point of a plot's series and returns the tooltip's text.
-func hover(t *testing.T, b *browser, plot, series string, i int) string {
+// hover zooms a plot to a narrow window around a drawn point of a series (so that no other point covers it),
+// moves the mouse onto it and returns the tooltip's text.
+func hover(t *testing.T, b *browser, plot, series string, i int, window float64) string {
 	t.Helper()
-	xy := eval[[]float64](t, b, fmt.Sprintf(`(() => { const d = document.getElementById(%q); d.scrollIntoView({block: 'center'});
-		const c = echarts.getInstanceByDom(d); const o = c.getOption(); const s = o.series.findIndex(x => x.name === %q);
-		const p = o.series[s].data[%d]; const px = c.convertToPixel({seriesIndex: s}, [p[0], p[1]]);
-		const r = d.getBoundingClientRect(); return [r.left + px[0], r.top + px[1]]; })()`, plot, series, i))
+	ctx0, cancel0 := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel0()
+	xy, err := chromedp.Run(ctx0, chromedp.Evaluate[[]float64](fmt.Sprintf(`new Promise(done => {
+		const d = document.getElementById(%q); d.scrollIntoView({block: 'center'});
+		const c = echarts.getInstanceByDom(d); let o = c.getOption(); const s = o.series.findIndex(x => x.name === %q);
+		const p = o.series[s].data[%d], row = p[2], w = %g;
+		if (w > 0) { c.dispatchAction({type: 'dataZoom', dataZoomIndex: 0, startValue: p[0] - w / 2, endValue: p[0] + w / 2}); }
+		requestAnimationFrame(() => requestAnimationFrame(() => {
+			o = c.getOption(); const q = o.series[s].data.find(x => x[2] === row);
+			const px = c.convertToPixel({seriesIndex: s}, [q[0], q[1]]); const r = d.getBoundingClientRect();
+			done([r.left + px[0], r.top + px[1]]);
+		}));
+	})`, plot, series, i, window), chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("finding %s %s point %d: %v", plot, series, i, err)
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, xy[0]-3, xy[1]), chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, xy[0], xy[1])); err != nil {
@@ -364,7 +377,7 @@ func TestBrowserDecimatesAndZooms(t *testing.T) {
 	}
 	// Above the large-mode threshold the points still answer the mouse: packet 100500 at 100500 µs (points
 	// are under a pixel apart here, so a neighbour may answer; its PSN must be its own).
-	tip := hover(t, b, "r0-ts-1", "data", 500)
+	tip := hover(t, b, "r0-ts-1", "data", 500, 0)
 	var pkt, psn int
 	if i := strings.Index(tip, "packet #"); i >= 0 {
 		fmt.Sscanf(tip[i:], "packet #%d", &pkt)
