@@ -239,7 +239,7 @@
       title: { text: 'CNP limiter scope inferred: ' + (run.cnp.scope_inferred || 'none'), left: 'center', top: 0, textStyle: { fontSize: 13 } },
       tooltip: { trigger: 'item', formatter: function (p) { var r = p.data[2]; return names[cols.kind[r]] + '<br>packet #' + cols.pkt[r] + '<br>QP ' + cols.y[r] + '<br>time ' + cols.t[r].toFixed(3) + ' µs'; } },
       xAxis: { type: 'value', name: 'time (µs)', nameLocation: 'middle', nameGap: 24, min: 0, max: tmax },
-      yAxis: { type: 'value', name: 'QP', minInterval: 1 },
+      yAxis: { type: 'value', name: 'QP', minInterval: 1, min: function (v) { return Math.max(0, v.min - 1); }, max: function (v) { return v.max + 1; } },
       dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }, { type: 'slider', xAxisIndex: 0, filterMode: 'none', height: 18, bottom: 8, showDataShadow: false }],
       series: seriesFor(0, tmax)
     }, rows.map(function (r) { return r.length; }));
@@ -248,6 +248,15 @@
       chart.setOption({ series: s.map(function (x) { return { data: x.data }; }) });
       record(id, s, rows.map(function (r) { return r.length; }));
     });
+  }
+
+  // mctAxis is a log axis when the completion times span more than two decades (a timeout beside
+  // microsecond messages), else a linear one.
+  function mctAxis(curves) {
+    var lo = Infinity, hi = 0;
+    curves.forEach(function (c) { c.points.forEach(function (p) { if (p[0] > 0) { lo = Math.min(lo, p[0]); } hi = Math.max(hi, p[0]); }); });
+    var log = lo > 0 && hi / lo > 100;
+    return { type: log ? 'log' : 'value', name: 'MCT (µs' + (log ? ', log scale)' : ')'), scale: !log, nameLocation: 'middle', nameGap: 24 };
   }
 
   function verdictBadge(v) { return el('span', { 'class': 'verdict ' + v, text: v || 'unknown' }); }
@@ -367,7 +376,7 @@
       parent.appendChild(el('h2', { text: 'Message completion time CDF' }));
       plot(p + 'mct', parent, {
         grid: baseGrid, legend: legend(), tooltip: { trigger: 'item' },
-        xAxis: { type: 'value', name: 'MCT (µs)', scale: true, nameLocation: 'middle', nameGap: 24 }, yAxis: { type: 'value', name: 'fraction', min: 0, max: 1 },
+        xAxis: mctAxis(run.mct), yAxis: { type: 'value', name: 'fraction', min: 0, max: 1 },
         dataZoom: [{ type: 'inside', xAxisIndex: 0 }],
         series: run.mct.map(function (c) { return { name: 'QP ' + c.qp, type: 'line', step: 'end', showSymbol: false, data: c.points }; })
       });
