@@ -314,6 +314,19 @@ func TestBrowserOtherPages(t *testing.T) {
 		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
 	}
 
+	// Third-party captures (testdata/real-captures): with connections the checkers learned, and without any.
+	for _, f := range []string{"magnate3_cx_nvmeof_rdma_discover.pcap", "magnate3_mlx_uc_send_badicrc.pcap", "hexvec_cx4lx_cnp_from_scapy_test.pcap"} {
+		rc := load(t, filepath.Join("..", "testdata", "real-captures", f))
+		st, _ = b.open(t, rc, 60*time.Second)
+		noErrors(t, b, st)
+		for _, c := range rc.Runs[0].Trace.Conns {
+			wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+		}
+		if len(st.Plots) < len(rc.Runs[0].Trace.Conns) {
+			t.Errorf("%s: %d plots for %d connections", f, len(st.Plots), len(rc.Runs[0].Trace.Conns))
+		}
+	}
+
 	srch := load(t, "testdata/search")
 	st, _ = b.open(t, srch, 60*time.Second)
 	noErrors(t, b, st)

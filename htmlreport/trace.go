@@ -144,7 +144,7 @@ type connPlot struct {
 // used (given, or learned from the trace), and the CNP timeline. meta is analyze's metadata mode for the trace
 // (MetaAuto decides from the first RoCE packet as the analyzers do).
 func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze.Metadata) (*TraceView, error) {
-	tv := &TraceView{Opcodes: map[int]string{}}
+	tv := &TraceView{Opcodes: map[int]string{}, Conns: []ConnTrace{}}
 	for e := 0; e < roce.NumEvents; e++ {
 		tv.Events = append(tv.Events, roce.EventType(e).String())
 	}

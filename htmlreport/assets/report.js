@@ -306,7 +306,7 @@
       parent.appendChild(table(['field', 'value'], run.summary.map(function (kv) { return [kv.key, el('code', { text: kv.value })]; })));
     }
 
-    if (run.trace && run.trace.conns.length) {
+    if (run.trace && run.trace.conns && run.trace.conns.length) {
       parent.appendChild(el('h2', { text: 'Time-sequence diagrams' }));
       parent.appendChild(note('Time against PSN offset per connection. Scroll or drag the slider to zoom: above ' + MAXP +
         ' packets a series shows the lowest and highest PSN per time bucket, and every packet once zoomed in. Hover a point for its packet.' +
