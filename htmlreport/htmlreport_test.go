@@ -312,3 +312,13 @@ func TestInvalidRunStillPlotted(t *testing.T) {
 		}
 	}
 }
+
+// The CNP timeline shows what the CNP analyzer counted: every CE-marked data packet and every CNP.
+func TestCNPTimelineMatchesAnalyzer(t *testing.T) {
+	for _, in := range []string{"testdata/listing2", "testdata/cnp-scope", "testdata/cnp-scope/trace.pcapng"} {
+		r := load(t, in).Runs[0]
+		if r.CNP == nil || r.Trace.CNPCounts[0] != r.CNP.ECNMarked || r.Trace.CNPCounts[1] != r.CNP.CNPs || r.CNP.CNPs == 0 {
+			t.Errorf("%s: timeline has %v (CE marks, CNPs), the analyzer counted %+v", in, r.Trace.CNPCounts, r.CNP)
+		}
+	}
+}

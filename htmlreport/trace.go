@@ -115,7 +115,8 @@ type TraceView struct {
 	// StartNs is the time of the trace's first packet, the origin of every time axis.
 	StartNs int64       `json:"start_ns"`
 	Conns   []ConnTrace `json:"conns"`
-	// CNP is the CNP timeline: CE-marked data packets (kind 0) and CNPs (kind 1), y the connection's QP.
+	// CNP is the CNP timeline: CE-marked data packets (kind 0: the switch's ECN event, or the IP header's ECN
+	// field at CE in a plain capture) and CNPs (kind 1), y the connection's QP.
 	CNP       Columns `json:"cnp"`
 	CNPCounts []int   `json:"cnp_counts"` // CE marks, CNPs
 	// Unmatched counts RoCE packets of no listed connection (not plotted).
@@ -242,7 +243,7 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 		}
 		cp.b.add(t, y, uint8(kind), uint8(ev), uint8(op), uint32(psn), tp.Index)
 		switch {
-		case ev == roce.EventECN && (kind == KindData || kind == KindRetx):
+		case (ev == roce.EventECN || pkt.ECN() == 3) && (kind == KindData || kind == KindRetx): // CE: the switch's mark, or a plain capture's
 			cnp.add(t, uint32(cp.qp), 0, uint8(ev), uint8(op), uint32(psn), tp.Index)
 			cnpCounts[0]++
 		case kind == KindCNP:
