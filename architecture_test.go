@@ -50,6 +50,7 @@ var allowed = map[string][]string{
 	"internal/progress": {},
 	"export":            {"roce", "trace", "analyze", "verdict", "resultsdir", "version"},
 	"wireshark":         {},
+	"htmlreport":        {"roce", "scenario", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "version"},
 }
 
 // never are the arrows that must not exist even through other packages: the data flows one way (scenario ->
@@ -67,6 +68,7 @@ var never = []struct{ from, to, why string }{
 	{"rnic", "inject", "the NIC does not know the switch"},
 	{"live", "netsim", "the real-packet testbed shares nothing with the simulator but the pure cores"},
 	{"report", "testbed", "report renders what the verdict stage wrote; it does not run tests"},
+	{"htmlreport", "testbed", "the HTML report renders what the verdict stage wrote; it does not run tests"},
 	{"analyze", "scenario", "analyzers read a trace and its metadata, not the scenario file"},
 	{"analyze", "testbed", "data flows one way: the testbed's results reach analyze, not its code"},
 	{"analyze", "inject", "analyzers share protocol rules through roce and rnic"},

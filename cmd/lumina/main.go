@@ -82,5 +82,6 @@ or the results directory is incomplete), 130 lumina run stopped by Ctrl-C or SIG
 		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr), newSearchCmd(stdout, stderr),
 		newAgentCmd(os.Stdin, stdout, stderr), newHistoryCmd(stdout), newDiffCmd(stdout))
 	root.AddCommand(newExportCmd(stdout), newWiresharkCmd(stdout))
+	root.AddCommand(newReportCmd(stdout, stderr))
 	return root
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lumina-go/lumina/htmlreport"
 	"github.com/lumina-go/lumina/report"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
@@ -31,6 +32,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		verbsBin string
 		histPath string
 		noHist   bool
+		html     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml",
@@ -134,6 +136,15 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				// check failure.
 				return fail(exitBadArgs, err)
 			}
+			if html {
+				r, err := htmlreport.FromOutcome(o)
+				if err == nil {
+					err = writeRunReport(o.Dir, htmlreport.ResultsPage(r), stderr)
+				}
+				if err != nil {
+					return fail(exitBadArgs, fmt.Errorf("the run is judged (%s, in %s) but its report could not be written: %w", o.Doc.Verdict, o.Dir, err))
+				}
+			}
 			if jsonOut {
 				if err := writeIndentedJSON(stdout, o.Doc); err != nil {
 					return err
@@ -154,6 +165,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 	cmd.Flags().StringVar(&verbsBin, "verbs-binary", "", "testbed remote on real RNICs (nic.ib-device): the lumina-verbs generator copied to the requester and responder (default $"+testbed.EnvVerbsBinary+"; built once with -tags verbs, never on the hosts)")
 	cmd.Flags().StringVar(&histPath, "history", "", "record the run in this history database (default $LUMINA_HISTORY, else the user's data directory: lumina history)")
 	cmd.Flags().BoolVar(&noHist, "no-history", false, "do not record the run in the run history")
+	cmd.Flags().BoolVar(&html, "report", false, "also write the HTML report (lumina report) as report.html in the results directory")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print, host by host, every operation and command a remote run would execute; connect to nothing, write nothing")
 	return cmd
 }

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lumina-go/lumina/htmlreport"
+	"github.com/lumina-go/lumina/rundiff"
+)
+
+func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		out   string
+		quiet bool
+	)
+	cmd := &cobra.Command{
+		Use:   "report RESULTS_DIR [RESULTS_DIR_B] | SEARCH_DIR | CAPTURE... [-o FILE.html]",
+		Short: "Write an offline HTML report with interactive plots of a run, a capture, a search, or two runs side by side",
+		Long: `report writes one self-contained HTML file (no network: the plotting library, Apache ECharts, is
+inside it) that shows what the verdict stage decided for a results directory: the verdict and the
+integrity conditions, expectations and checks, per connection a zoomable time-sequence diagram (time
+against PSN: data, retransmissions, ACKs, NAKs, CNPs and the injected events; hover for the packet), the
+retransmission latency by drop position, the timeout ladder, CNPs against ECN marks with the inferred
+limiter scope, message completion time CDFs, the traffic and the NIC counters (start, finish, delta,
+expected from the trace). It reads analysis.json as the run or lumina analyze wrote it and changes nothing.
+
+Given two results directories it shows both side by side under a table of their metrics; given a
+lumina search directory, the anomalies with their minimal feature sets and the score over evaluations;
+given capture files, what lumina analyze finds in them.
+
+Large traces: each series draws at most 4000 points at a time (the lowest and highest PSN per time
+bucket); zooming in draws every packet of the window.
+
+Exit status: 0 the report was written, 2 bad input (nothing written).`,
+		Example: `  lumina report results/listing2
+  lumina report results/fw-a results/fw-b -o ab.html
+  lumina report search-results
+  lumina report capture.pcap`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			htmlreport.CompareFunc = diffCompare
+			mtr := newMeter(stderr, quiet, "report", "", time.Second)
+			mtr.Phase("reading and analyzing", 0)
+			page, err := htmlreport.Load(args)
+			if err != nil {
+				mtr.Done()
+				return fail(exitBadArgs, err)
+			}
+			if out == "" {
+				out = defaultReportPath(args, page.Kind)
+			}
+			mtr.Phase("writing "+out, 0)
+			err = htmlreport.WriteFile(out, page)
+			mtr.Done()
+			if err != nil {
+				return fail(exitBadArgs, fmt.Errorf("writing the report: %w", err))
+			}
+			fmt.Fprintln(stdout, out)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress on large inputs (a bar on a terminal, else a line every 2 s, after the first second)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "the HTML file (default: report.html in the results or search directory; for captures, CAPTURE.html)")
+	return cmd
+}
+
+// defaultReportPath is report.html in the one directory given, the first capture's name with .html, or
+// compare.html in the current directory for two runs.
+func defaultReportPath(args []string, kind string) string {
+	switch kind {
+	case htmlreport.KindCompare:
+		return "compare.html"
+	case htmlreport.KindCapture:
+		a := args[0]
+		return a[:len(a)-len(filepath.Ext(a))] + ".html"
+	}
+	return filepath.Join(args[0], reportFile)
+}
+
+// reportFile is the report's name in a results directory (lumina run --report).
+const reportFile = "report.html"
+
+// writeRunReport writes DIR/report.html for lumina run --report.
+func writeRunReport(dir string, page *htmlreport.Page, stderr io.Writer) error {
+	path := filepath.Join(dir, reportFile)
+	if err := htmlreport.WriteFile(path, page); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	fmt.Fprintf(stderr, "lumina: report: %s\n", path)
+	return nil
+}
+
+// diffCompare is the metric table of `lumina report A B`: lumina diff's comparison (rundiff, its default
+// tolerances) of the two results directories, so the page and `lumina diff A B` agree row for row. A
+// directory rundiff cannot read falls back to the report's own table of the two runs' figures.
+func diffCompare(a, b *htmlreport.Run) []htmlreport.Metric {
+	ra, errA := rundiff.LoadDir(a.Source)
+	rb, errB := rundiff.LoadDir(b.Source)
+	if errA != nil || errB != nil {
+		return htmlreport.BasicCompare(a, b)
+	}
+	res := rundiff.Compare(ra, rb, nil)
+	regressed := map[string]bool{}
+	for _, n := range res.Regressed {
+		regressed[n] = true
+	}
+	vs := rundiff.StatusSame
+	switch {
+	case regressed["verdict"]:
+		vs = rundiff.StatusRegressed
+	case res.VerdictChanged:
+		vs = rundiff.StatusImproved
+	}
+	out := []htmlreport.Metric{{Name: "verdict", AText: ra.Verdict, BText: rb.Verdict, Moved: res.VerdictChanged, Status: vs}}
+	for _, r := range res.Rows {
+		out = append(out, htmlreport.Metric{Name: r.Metric, Unit: r.Unit, A: r.Old, B: r.New, Moved: r.Moved,
+			Tolerance: r.Tolerance.String(), Status: r.Status})
+	}
+	return out
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// lumina run --report writes report.html beside the results; lumina report on the directory writes the same
+// bytes (the report is made of what analysis.json holds, and of nothing else), every time.
+func TestRunReportAndReportAgree(t *testing.T) {
+	sc := writeFile(t, "ok.yaml", scenarioOK)
+	out := filepath.Join(t.TempDir(), "res")
+	if code, _, stderr := lumina(t, "run", sc, "--out", out, "--report", "-q"); code != 0 {
+		t.Fatalf("run --report: exit %d: %s", code, stderr)
+	}
+	fromRun, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(fromRun, []byte(`id="lumina-data"`)) || !bytes.Contains(fromRun, []byte(`"verdict":"pass"`)) {
+		t.Fatal("report.html lacks the page data or the verdict")
+	}
+	a, b := filepath.Join(t.TempDir(), "a.html"), filepath.Join(t.TempDir(), "b.html")
+	for _, p := range []string{a, b} {
+		if code, stdout, stderr := lumina(t, "report", out, "-o", p); code != 0 || strings.TrimSpace(stdout) != p {
+			t.Fatalf("report: exit %d, stdout %q: %s", code, stdout, stderr)
+		}
+	}
+	ba, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if !bytes.Equal(ba, bb) || !bytes.Equal(ba, fromRun) {
+		t.Errorf("reports of the same results differ: report %d/%d bytes, run --report %d bytes", len(ba), len(bb), len(fromRun))
+	}
+	// Without -o the report goes into the results directory.
+	if code, stdout, _ := lumina(t, "report", out); code != 0 || strings.TrimSpace(stdout) != filepath.Join(out, "report.html") {
+		t.Errorf("report without -o: exit %d, wrote %q", code, stdout)
+	}
+}
+
+// Bad input: exit 2, a message naming the input, and no HTML written.
+func TestReportBadInput(t *testing.T) {
+	dir := t.TempDir()
+	incomplete := filepath.Join(dir, "incomplete")
+	if err := os.MkdirAll(incomplete, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(incomplete, "INCOMPLETE"), []byte("SIGINT\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := writeFile(t, "notes.txt", "not a capture\n")
+	outDir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"missing dir", []string{filepath.Join(dir, "nope")}, "no such file or directory"},
+		{"incomplete results dir", []string{incomplete}, "incomplete"},
+		{"empty dir", []string{outDir}, "not a results directory"},
+		{"unknown file type", []string{text}, "not a pcap or pcapng capture"},
+		{"no argument", nil, "requires at least 1 arg"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			html := filepath.Join(outDir, "r.html")
+			args := append([]string{"report"}, c.args...)
+			if c.args != nil {
+				args = append(args, "-o", html)
+			}
+			code, _, stderr := lumina(t, args...)
+			if code != 2 || !strings.Contains(stderr, c.msg) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, c.msg)
+			}
+			if _, err := os.Stat(html); err == nil {
+				t.Error("an HTML file was written")
+			}
+			if _, err := os.Stat(filepath.Join(incomplete, "report.html")); err == nil {
+				t.Error("report.html written into the incomplete directory")
+			}
+		})
+	}
+}
+
+// lumina report A B shows lumina diff's comparison: the same rows, tolerances and statuses, so that a
+// regression the diff exits 1 for is the row the page highlights.
+func TestReportCompareIsTheDiff(t *testing.T) {
+	one := writeFile(t, "one.yaml", scenarioDrops(3))
+	three := writeFile(t, "three.yaml", scenarioDrops(3, 5, 7))
+	base := t.TempDir()
+	a, c := filepath.Join(base, "a"), filepath.Join(base, "c")
+	for dir, sc := range map[string]string{a: one, c: three} {
+		if code, _, e := lumina(t, "run", sc, "--out", dir, "-q", "--no-history"); code != 0 {
+			t.Fatalf("run %s: exit %d %s", sc, code, e)
+		}
+	}
+	page := filepath.Join(base, "ac.html")
+	if code, _, e := lumina(t, "report", a, c, "-o", page, "-q"); code != 0 {
+		t.Fatalf("report A B: exit %d %s", code, e)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = `<script type="application/json" id="lumina-data">`
+	i := bytes.Index(html, []byte(open))
+	j := bytes.Index(html[i+len(open):], []byte("</script>"))
+	if i < 0 || j < 0 {
+		t.Fatal("no page data in the report")
+	}
+	var data struct {
+		Compare []struct {
+			Name      string   `json:"name"`
+			A         *float64 `json:"a"`
+			B         *float64 `json:"b"`
+			Tolerance string   `json:"tolerance"`
+			Status    string   `json:"status"`
+		} `json:"compare"`
+	}
+	if err := json.Unmarshal(html[i+len(open):i+len(open)+j], &data); err != nil {
+		t.Fatalf("page data: %v", err)
+	}
+	var found bool
+	for _, m := range data.Compare {
+		if m.Name != "retransmissions" {
+			continue
+		}
+		found = true
+		if m.A == nil || m.B == nil || *m.A != 1 || *m.B != 3 || m.Status != "regressed" || m.Tolerance == "" {
+			t.Errorf("retransmissions row: %v -> %v status %q tolerance %q; want 1 -> 3 regressed with a tolerance", m.A, m.B, m.Status, m.Tolerance)
+		}
+	}
+	if !found || len(data.Compare) < 10 {
+		t.Fatalf("compare table has %d rows, retransmissions found %v", len(data.Compare), found)
+	}
+}

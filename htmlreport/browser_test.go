@@ -1,0 +1,440 @@
+package htmlreport
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+)
+
+// chromium finds Debian's chromium (scripts/test.sh installs it).
+func chromium(t testing.TB) string {
+	t.Helper()
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: the report's browser tests need Debian's chromium (apt-get install chromium; scripts/test.sh installs it)")
+	return ""
+}
+
+// browser is one headless Chromium with a fresh profile, and what its pages said on the console.
+type browser struct {
+	ctx    context.Context
+	cancel func()
+	mu     sync.Mutex
+	errors []string
+}
+
+func newBrowser(t testing.TB) *browser {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	b := &browser{ctx: ctx}
+	b.cancel = func() { cancel(); acancel() }
+	if err := chromedp.Do(ctx); err != nil {
+		b.cancel()
+		t.Fatalf("starting chromium: %v", err)
+	}
+	// Console errors, warnings and uncaught exceptions of every page the tab opens.
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.Type == chromedp.ConsoleException {
+				b.mu.Lock()
+				b.errors = append(b.errors, m.String())
+				b.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(b.cancel)
+	return b
+}
+
+func (b *browser) consoleErrors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.errors...)
+}
+
+// plotInfo is window.luminaReport.plots[id].
+type plotInfo struct {
+	Series int      `json:"series"`
+	Names  []string `json:"names"`
+	Points []int    `json:"points"`
+	Total  []int    `json:"total"`
+}
+
+type reportState struct {
+	Ready    bool                `json:"ready"`
+	Errors   []string            `json:"errors"`
+	RenderMs float64             `json:"renderMs"`
+	Plots    map[string]plotInfo `json:"plots"`
+}
+
+// open writes the page to a file, opens it and waits until every plot has rendered.
+func (b *browser) open(t testing.TB, p *Page, timeout time.Duration) (reportState, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "report.html")
+	if err := WriteFile(path, p); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	err := chromedp.Do(ctx, chromedp.Navigate("file://"+path))
+	if err == nil {
+		_, err = chromedp.Run(ctx, chromedp.Poll[bool](`!!(window.luminaReport && window.luminaReport.ready)`, chromedp.WithPollingInterval(20*time.Millisecond)))
+	}
+	var st reportState
+	if err == nil {
+		st, err = chromedp.Run(ctx, chromedp.Evaluate[reportState](`window.luminaReport`))
+	}
+	if err != nil {
+		t.Fatalf("opening %s: %v (console: %v)", path, err, b.consoleErrors())
+	}
+	return st, path
+}
+
+func eval[T any](t testing.TB, b *browser, js string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
+
+// noErrors fails on any console error or warning and on errors the page's script caught.
+func noErrors(t *testing.T, b *browser, st reportState) {
+	t.Helper()
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Errorf("console: %v", errs)
+	}
+	if len(st.Errors) > 0 {
+		t.Errorf("page errors: %v", st.Errors)
+	}
+}
+
+// wantPlot checks that a plot is there with the series and points the data says.
+func wantPlot(t *testing.T, st reportState, id string, points []int) {
+	t.Helper()
+	p, ok := st.Plots[id]
+	if !ok {
+		t.Errorf("plot %s missing (plots: %v)", id, keys(st.Plots))
+		return
+	}
+	if p.Series != len(points) || fmt.Sprint(p.Points) != fmt.Sprint(points) {
+		t.Errorf("plot %s: %d series with points %v, want %d series with %v", id, p.Series, p.Points, len(points), points)
+	}
+}
+
+func keys(m map[string]plotInfo) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	return k
+}
+
+// The listing2 report in a browser: no console errors, every plot there with the series and points its data
+// has (fewer packets than the decimation limit: every packet is drawn), and a screenshot that is not blank.
+func TestBrowserResultsReport(t *testing.T) {
+	b := newBrowser(t)
+	p := load(t, "testdata/listing2")
+	st, _ := b.open(t, p, 60*time.Second)
+	noErrors(t, b, st)
+	r := p.Runs[0]
+	for _, c := range r.Trace.Conns {
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+	}
+	wantPlot(t, st, "r0-positions", []int{len(r.Positions), len(r.Positions), len(r.Positions)})
+	var ladder []int
+	for _, m := range r.Timeouts {
+		if len(m.TimeoutIntervalsUs) > 0 {
+			ladder = append(ladder, len(m.TimeoutIntervalsUs))
+		}
+	}
+	wantPlot(t, st, "r0-ladder", ladder)
+	wantPlot(t, st, "r0-cnp", r.Trace.CNPCounts)
+	var mct []int
+	for _, c := range r.MCT {
+		mct = append(mct, len(c.Points))
+	}
+	wantPlot(t, st, "r0-mct", mct)
+	if len(st.Plots) != len(r.Trace.Conns)+4 {
+		t.Errorf("%d plots (%v), want %d", len(st.Plots), keys(st.Plots), len(r.Trace.Conns)+4)
+	}
+	// The tables: integrity conditions, expectations (all pass) and the counters.
+	type tables struct {
+		Integrity, Expect, Bad int
+		Verdict                string
+	}
+	rows := eval[tables](t, b, `({Integrity: [...document.querySelectorAll('h2')].filter(h => h.textContent === 'Integrity').length,
+		Expect: document.querySelectorAll('table')[2].rows.length - 1,
+		Bad: document.querySelectorAll('tr.bad').length,
+		Verdict: document.querySelector('.verdict').textContent})`)
+	if rows.Integrity != 1 || rows.Expect != len(r.Expectations) || rows.Verdict != "pass" || rows.Bad != 0 {
+		t.Errorf("page tables: %+v; want the Integrity section, %d expectation rows, verdict pass, no failed row", rows, len(r.Expectations))
+	}
+	// Checks: the passing ones of an analyzer share a row, with their QPs as ranges.
+	checks := eval[[]string](t, b, `(() => { let e = [...document.querySelectorAll('h2')].find(h => h.textContent === 'Checks');
+		while (e && e.tagName !== 'TABLE') { e = e.nextElementSibling; }
+		return [...e.rows].slice(1).map(r => [...r.cells].slice(0, 3).map(c => c.textContent).join('|')); })()`)
+	if fmt.Sprint(checks) != "[cnp|1-2|pass gbn|1-2|pass]" {
+		t.Errorf("checks table rows %q; want cnp and gbn passing on QPs 1-2", checks)
+	}
+	// Hovering a point with the mouse shows its packet.
+	if tip := hover(t, b, "r0-ts-2", "NAK", 0, 0.5); !strings.Contains(tip, "packet #") || !strings.Contains(tip, "NAK") || !strings.Contains(tip, "PSN") {
+		t.Errorf("the NAK's tooltip says %q; want its packet, kind and PSN", tip)
+	}
+	screenshotNotBlank(t, b)
+}
+
+// hover zooms a plot to a narrow window around a drawn point of a series (so that no other point covers it),
+// moves the mouse onto it and returns the tooltip's text.
+func hover(t *testing.T, b *browser, plot, series string, i int, window float64) string {
+	t.Helper()
+	ctx0, cancel0 := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel0()
+	xy, err := chromedp.Run(ctx0, chromedp.Evaluate[[]float64](fmt.Sprintf(`new Promise(done => {
+		const d = document.getElementById(%q); d.scrollIntoView({block: 'center'});
+		const c = echarts.getInstanceByDom(d); let o = c.getOption(); const s = o.series.findIndex(x => x.name === %q);
+		const p = o.series[s].data[%d], row = p[2], w = %g;
+		if (w > 0) { c.dispatchAction({type: 'dataZoom', dataZoomIndex: 0, startValue: p[0] - w / 2, endValue: p[0] + w / 2}); }
+		requestAnimationFrame(() => requestAnimationFrame(() => {
+			o = c.getOption(); const q = o.series[s].data.find(x => x[2] === row);
+			const px = c.convertToPixel({seriesIndex: s}, [q[0], q[1]]); const r = d.getBoundingClientRect();
+			done([r.left + px[0], r.top + px[1]]);
+		}));
+	})`, plot, series, i, window), chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("finding %s %s point %d: %v", plot, series, i, err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, xy[0]-3, xy[1]), chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, xy[0], xy[1])); err != nil {
+		t.Fatalf("hovering: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`[...document.getElementById(%q).querySelectorAll('div')].some(e => e.textContent.startsWith('packet #') && getComputedStyle(e).display !== 'none' && getComputedStyle(e).visibility !== 'hidden')`, plot),
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		t.Errorf("hovering %s %s point %d at %v: no tooltip (%v)", plot, series, i, xy, err)
+		return ""
+	}
+	return eval[string](t, b, fmt.Sprintf(`[...document.getElementById(%q).querySelectorAll('div')].filter(e => e.textContent.startsWith('packet #')).pop().textContent`, plot))
+}
+
+func screenshotNotBlank(t *testing.T, b *browser) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	img, err := png.Decode(bytes.NewReader(buf))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	bd := img.Bounds()
+	var n, sum, sum2 float64
+	colors := map[uint32]bool{}
+	for y := bd.Min.Y; y < bd.Max.Y; y += 2 {
+		for x := bd.Min.X; x < bd.Max.X; x += 2 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			l := (0.299*float64(r) + 0.587*float64(g) + 0.114*float64(bl)) / 257
+			n++
+			sum += l
+			sum2 += l * l
+			if len(colors) < 1000 {
+				colors[(r>>8)<<16|(g>>8)<<8|bl>>8] = true
+			}
+		}
+	}
+	mean := sum / n
+	sd := math.Sqrt(sum2/n - mean*mean)
+	if sd < 10 || len(colors) < 20 {
+		t.Errorf("the screenshot (%dx%d) looks blank: luminance sd %.1f, %d colours", bd.Dx(), bd.Dy(), sd, len(colors))
+	}
+	if os.Getenv("LUMINA_REPORT_SCREENSHOT") != "" {
+		_ = os.WriteFile(os.Getenv("LUMINA_REPORT_SCREENSHOT"), buf, 0o644)
+	}
+}
+
+// Two runs side by side, a capture and a search directory render without errors, with their plots.
+func TestBrowserOtherPages(t *testing.T) {
+	b := newBrowser(t)
+	cmp := load(t, "testdata/listing2", "testdata/cnp-scope")
+	st, _ := b.open(t, cmp, 60*time.Second)
+	noErrors(t, b, st)
+	for i, r := range cmp.Runs {
+		for _, c := range r.Trace.Conns {
+			wantPlot(t, st, fmt.Sprintf("r%d-ts-%d", i, c.QP), c.Counts)
+		}
+		wantPlot(t, st, fmt.Sprintf("r%d-cnp", i), r.Trace.CNPCounts)
+	}
+	moved := eval[int](t, b, `document.querySelectorAll('tr.moved').length`)
+	want := 0
+	for _, m := range cmp.Compare {
+		if m.Moved {
+			want++
+		}
+	}
+	if moved != want || want == 0 {
+		t.Errorf("%d metric rows highlighted as moved, want %d", moved, want)
+	}
+
+	capt := load(t, "testdata/listing2/trace.pcapng")
+	st, _ = b.open(t, capt, 60*time.Second)
+	noErrors(t, b, st)
+	for _, c := range capt.Runs[0].Trace.Conns {
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+	}
+
+	// Third-party captures (testdata/real-captures): with connections the checkers learned, and without any.
+	for _, f := range []string{"magnate3_cx_nvmeof_rdma_discover.pcap", "magnate3_mlx_uc_send_badicrc.pcap", "hexvec_cx4lx_cnp_from_scapy_test.pcap"} {
+		rc := load(t, filepath.Join("..", "testdata", "real-captures", f))
+		st, _ = b.open(t, rc, 60*time.Second)
+		noErrors(t, b, st)
+		for _, c := range rc.Runs[0].Trace.Conns {
+			wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+		}
+		if len(st.Plots) < len(rc.Runs[0].Trace.Conns) {
+			t.Errorf("%s: %d plots for %d connections", f, len(st.Plots), len(rc.Runs[0].Trace.Conns))
+		}
+	}
+
+	srch := load(t, "testdata/search")
+	st, _ = b.open(t, srch, 60*time.Second)
+	noErrors(t, b, st)
+	var pts []int
+	for _, e := range srch.Search.Evals {
+		pts = append(pts, len(e.Points))
+	}
+	wantPlot(t, st, "energy", append(pts, len(srch.Search.Best)))
+}
+
+// synthetic is a page with one connection of n data packets (PSN i at i µs, every 1000th injected), to
+// check the decimation: the overview draws at most MaxPoints per series, a zoomed window every packet in it.
+func synthetic(n, conns int) *Page {
+	tv := &TraceView{Packets: n * conns, Metadata: "none", Opcodes: map[int]string{10: "RC RDMA WRITE Middle"}, Events: []string{"none", "drop"},
+		CNPCounts: []int{0, 0}}
+	for q := 1; q <= conns; q++ {
+		var b colBuilder
+		counts := make([]int, numKinds+1)
+		for i := 0; i < n; i++ {
+			ev := uint8(0)
+			if i%1000 == 0 {
+				ev = 1
+				counts[numKinds]++
+			}
+			b.add(float64(i), uint32(i), KindData, ev, 10, uint32(i), i)
+			counts[KindData]++
+		}
+		tv.Conns = append(tv.Conns, ConnTrace{QP: q, Verb: "write", Label: fmt.Sprintf("QP %d", q), Counts: counts, Packets: b.columns()})
+	}
+	var empty colBuilder
+	tv.CNP = empty.columns()
+	r := &Run{Source: "synthetic", Verdict: "pass", Trace: tv}
+	return &Page{Kind: KindResults, Title: "synthetic", MaxPoints: DefaultMaxPoints, Runs: []*Run{r}}
+}
+
+func TestBrowserDecimatesAndZooms(t *testing.T) {
+	const n = 200000
+	b := newBrowser(t)
+	st, _ := b.open(t, synthetic(n, 1), 120*time.Second)
+	noErrors(t, b, st)
+	p := st.Plots["r0-ts-1"]
+	// PSNs rise with time: every time bucket (n / (MaxPoints/2) packets) gives its first and last packet.
+	if p.Series != 6 || p.Points[0] != DefaultMaxPoints {
+		t.Fatalf("overview of %d packets: %v points; want %d in the data series (the lowest and highest PSN of %d buckets)", n, p.Points, DefaultMaxPoints, DefaultMaxPoints/2)
+	}
+	if p.Points[5] != n/1000 || p.Total[0] != n {
+		t.Errorf("injected series %d points (want %d, under the limit: all drawn); totals %v", p.Points[5], n/1000, p.Total)
+	}
+	// Zoom to [100000, 101999.5] µs: 2000 packets, under the limit, so every one is drawn.
+	eval[bool](t, b, `(() => { const c = echarts.getInstanceByDom(document.getElementById('r0-ts-1'));
+		c.dispatchAction({type: 'dataZoom', dataZoomIndex: 0, startValue: 100000, endValue: 101999.5}); return true; })()`)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.luminaReport.plots['r0-ts-1'].points[0] < 4000`,
+		chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		t.Fatalf("zooming: %v", err)
+	}
+	zoomed := eval[plotInfo](t, b, `window.luminaReport.plots['r0-ts-1']`)
+	if zoomed.Points[0] != 2000 || zoomed.Points[5] != 2 {
+		t.Errorf("zoomed to 2000 packets: %v points drawn; want 2000 data points, 2 injected", zoomed.Points)
+	}
+	// Above the large-mode threshold the points still answer the mouse: packet 100500 at 100500 µs (points
+	// are under a pixel apart here, so a neighbour may answer; its PSN must be its own).
+	tip := hover(t, b, "r0-ts-1", "data", 500, 0)
+	var pkt, psn int
+	if i := strings.Index(tip, "packet #"); i >= 0 {
+		fmt.Sscanf(tip[i:], "packet #%d", &pkt)
+	}
+	if i := strings.Index(tip, "PSN "); i >= 0 {
+		fmt.Sscanf(tip[i:], "PSN %d", &psn)
+	}
+	if pkt < 100495 || pkt > 100505 || psn != pkt {
+		t.Errorf("tooltip of the zoomed window's 501st packet: %q; want packet #100500 (±5) with its own PSN", tip)
+	}
+	noErrors(t, b, st)
+}
+
+// Beyond 16 connections a time-sequence diagram is drawn when it scrolls near: the page opens with 16, and
+// every one is there, with its points, once drawn.
+func TestBrowserDefersManyConnections(t *testing.T) {
+	const conns = 20
+	b := newBrowser(t)
+	p := synthetic(100, conns)
+	st, _ := b.open(t, p, 60*time.Second)
+	noErrors(t, b, st)
+	if len(st.Plots) != 16 {
+		t.Errorf("%d plots at open, want the first 16 connections'", len(st.Plots))
+	}
+	if d := eval[int](t, b, `window.luminaReport.deferred`); d != conns-16 {
+		t.Errorf("%d diagrams deferred, want %d", d, conns-16)
+	}
+	// Scrolling to the end draws the last one.
+	eval[bool](t, b, `(window.scrollTo(0, document.body.scrollHeight), true)`)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`!!window.luminaReport.plots['r0-ts-%d'] && window.luminaReport.pending === 0`, conns),
+		chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		t.Fatalf("the last diagram was not drawn on scrolling to it: %v", err)
+	}
+	if d := eval[int](t, b, `window.luminaReport.renderAll()`); d != 0 {
+		t.Errorf("%d diagrams left after renderAll", d)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.luminaReport.pending === 0`, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	st = eval[reportState](t, b, `window.luminaReport`)
+	for _, c := range p.Runs[0].Trace.Conns {
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+	}
+	noErrors(t, b, st)
+}

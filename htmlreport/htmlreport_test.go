@@ -1,0 +1,324 @@
+package htmlreport
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/verdict"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden report data in testdata from the current output")
+
+// The embedded plotting library is the one assets/README.md records.
+func TestEmbeddedEChartsIsThePinnedBuild(t *testing.T) {
+	sum := sha256.Sum256([]byte(echartsJS))
+	const want = "b66b25aeb4df84e33199dc21694014d336d222cbd9deb0e5a7c14bd6aa0d0fd0"
+	if got := hex.EncodeToString(sum[:]); got != want {
+		t.Fatalf("assets/echarts.min.js has sha256 %s, assets/README.md records %s", got, want)
+	}
+	readme, err := os.ReadFile("assets/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), want) || !strings.Contains(string(readme), "6.1.0") {
+		t.Error("assets/README.md does not record the embedded build's version and hash")
+	}
+	for _, js := range []string{echartsJS, reportJS} {
+		if strings.Contains(strings.ToLower(js), "</script") {
+			t.Error("an embedded script contains </script: the page would break")
+		}
+	}
+}
+
+func load(t *testing.T, args ...string) *Page {
+	t.Helper()
+	p, err := Load(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// golden compares the page's data with testdata/NAME.golden.json (indented), or rewrites it.
+func golden(t *testing.T, name string, p *Page) {
+	t.Helper()
+	data, err := DataJSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ind bytes.Buffer
+	if err := json.Indent(&ind, data, "", " "); err != nil {
+		t.Fatal(err)
+	}
+	ind.WriteByte('\n')
+	path := filepath.Join("testdata", name+".golden.json")
+	if *rewrite {
+		if err := os.WriteFile(path, ind.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./htmlreport -rewrite writes it)", err)
+	}
+	if !bytes.Equal(ind.Bytes(), want) {
+		t.Errorf("the report data of %s differs from %s (go test ./htmlreport -rewrite, then review the diff)", name, path)
+	}
+}
+
+func TestGoldenData(t *testing.T) {
+	golden(t, "listing2", load(t, "testdata/listing2"))
+	golden(t, "cnp-scope", load(t, "testdata/cnp-scope"))
+	golden(t, "capture", load(t, "testdata/listing2/trace.pcapng"))
+	golden(t, "search", load(t, "testdata/search"))
+	golden(t, "compare", load(t, "testdata/listing2", "testdata/cnp-scope"))
+}
+
+func u32col(t *testing.T, s string) []uint32 {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := make([]uint32, len(b)/4)
+	for i := range v {
+		v[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return v
+}
+
+func f64col(t *testing.T, s string) []float64 {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := make([]float64, len(b)/8)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return v
+}
+
+// The listing2 scenario (examples/listing2.yaml) drops the 5th packet of QP 2's first message twice (iter 1 and
+// 2) and ECN-marks one packet of QP 1: the plots must carry exactly those events, and the packets the analyzers
+// name.
+func TestListing2TraceColumns(t *testing.T) {
+	p := load(t, "testdata/listing2")
+	r := p.Runs[0]
+	if r.Verdict != "pass" || r.Trace == nil || len(r.Trace.Conns) != 2 {
+		t.Fatalf("verdict %q, trace %v", r.Verdict, r.Trace)
+	}
+	total := 0
+	for _, c := range r.Trace.Conns {
+		n := 0
+		for k := 0; k < numKinds; k++ {
+			n += c.Counts[k]
+		}
+		if n != c.Packets.N {
+			t.Errorf("QP %d: series counts %v sum to %d, columns hold %d", c.QP, c.Counts, n, c.Packets.N)
+		}
+		total += n
+		ts := f64col(t, c.Packets.T)
+		for i := 1; i < len(ts); i++ {
+			if ts[i] < ts[i-1] {
+				t.Fatalf("QP %d: row %d is earlier than row %d", c.QP, i, i-1)
+			}
+		}
+	}
+	if total+r.Trace.Unmatched != r.Trace.Packets || r.Trace.Packets != 254 {
+		t.Errorf("%d packets plotted + %d unmatched, trace has %d (254)", total, r.Trace.Unmatched, r.Trace.Packets)
+	}
+	q1, q2 := r.Trace.Conns[0], r.Trace.Conns[1]
+	if q2.Counts[numKinds] != 2 || q1.Counts[numKinds] != 1 {
+		t.Errorf("injected events: QP1 %d (want 1 ECN mark), QP2 %d (want 2 drops)", q1.Counts[numKinds], q2.Counts[numKinds])
+	}
+	if q2.Counts[KindNAK] < 1 || q2.Counts[KindRetx] < 2 || q1.Counts[KindRetx] != 0 {
+		t.Errorf("QP2 NAKs %d, retransmitted %d; QP1 retransmitted %d", q2.Counts[KindNAK], q2.Counts[KindRetx], q1.Counts[KindRetx])
+	}
+	if q1.Counts[KindCNP] != 1 || r.Trace.CNPCounts[0] != 1 || r.Trace.CNPCounts[1] != 1 {
+		t.Errorf("CNPs on QP1 %d, CNP timeline %v; want one ECN mark answered by one CNP", q1.Counts[KindCNP], r.Trace.CNPCounts)
+	}
+	// Every lost packet the analyzers name is in QP 2's columns, as an injected drop.
+	pk, ev := u32col(t, q2.Packets.Pkt), q2.Packets.Ev
+	evs, _ := base64.StdEncoding.DecodeString(ev)
+	for _, x := range r.Retransmissions {
+		found := false
+		for i, v := range pk {
+			if int(v) == x.Packet {
+				found = true
+				if evs[i] != 1 {
+					t.Errorf("lost packet %d has event %d in the columns, want 1 (drop)", x.Packet, evs[i])
+				}
+			}
+		}
+		if !found {
+			t.Errorf("lost packet %d is not in QP 2's columns", x.Packet)
+		}
+	}
+	if len(r.Retransmissions) != 2 || len(r.Positions) != 1 || len(r.MCT) != 2 {
+		t.Errorf("%d retransmissions, %d position rows, %d MCT curves; want 2, 1, 2", len(r.Retransmissions), len(r.Positions), len(r.MCT))
+	}
+}
+
+// Counters: every counter the trace implies something for carries its snapshots, and the delta is finish-start.
+func TestCounterRowsJoinSnapshots(t *testing.T) {
+	r := load(t, "testdata/listing2").Runs[0]
+	if len(r.Counters) == 0 {
+		t.Fatal("no counter rows")
+	}
+	checked := 0
+	for _, c := range r.Counters {
+		if c.Start != nil && c.Finish != nil && c.Delta != nil {
+			if int64(*c.Finish-*c.Start) != *c.Delta {
+				t.Errorf("%s %s: start %d finish %d delta %d", c.Host, c.Name, *c.Start, *c.Finish, *c.Delta)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Error("no counter row has start, finish and delta")
+	}
+}
+
+func TestCompareMetrics(t *testing.T) {
+	a := load(t, "testdata/listing2").Runs[0]
+	b := load(t, "testdata/cnp-scope").Runs[0]
+	same := BasicCompare(a, a)
+	for _, m := range same {
+		if m.Moved {
+			t.Errorf("a run against itself: %s moved", m.Name)
+		}
+	}
+	moved := map[string]bool{}
+	for _, m := range BasicCompare(a, b) {
+		moved[m.Name] = m.Moved
+	}
+	// listing2 retransmits two packets, cnp-scope none; their packet counts differ.
+	for _, n := range []string{"retransmissions", "packets", "ECN-marked packets"} {
+		if !moved[n] {
+			t.Errorf("listing2 vs cnp-scope: %s not moved (%v)", n, moved)
+		}
+	}
+	if p := ComparePage(a, b); len(p.Runs) != 2 || len(p.Compare) != len(BasicCompare(a, b)) {
+		t.Error("the compare page does not carry both runs and the metric table")
+	}
+}
+
+// The same input gives the same bytes: the page holds no time or map order of its own.
+func TestDeterministic(t *testing.T) {
+	var a, b bytes.Buffer
+	if err := Write(&a, load(t, "testdata/listing2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(&b, load(t, "testdata/listing2")); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("two reports of the same directory differ")
+	}
+	s := a.String()
+	if strings.Count(s, `<script type="application/json" id="lumina-data">`) != 1 || !strings.Contains(s, "Apache") {
+		t.Error("the page lacks its data element or the embedded library")
+	}
+	for _, bad := range []string{"http://", "https://cdn", "src=\"http"} {
+		if strings.Contains(s, "<script src=") || strings.Contains(s, "<link ") {
+			t.Errorf("the page loads something from outside (%s)", bad)
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	incomplete := filepath.Join(dir, "incomplete")
+	if err := os.MkdirAll(incomplete, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(incomplete, resultsdir.FileIncomplete), []byte("interrupted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unjudged := filepath.Join(dir, "unjudged")
+	if err := os.MkdirAll(unjudged, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(unjudged, resultsdir.FileScenario), []byte("name: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{filepath.Join(dir, "missing")}, "no such file or directory"},
+		{[]string{incomplete}, "incomplete"},
+		{[]string{unjudged}, "no analysis.json"},
+		{[]string{dir}, "not a results directory"},
+		{[]string{text}, "not a pcap or pcapng capture"},
+		{[]string{"testdata/listing2", text}, "mixes directories and files"},
+		{[]string{"testdata/listing2", "testdata/listing2", "testdata/listing2"}, "3 directories"},
+	} {
+		_, err := Load(c.args)
+		if err == nil || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Load(%v) = %v; want a bad-input error saying %q", c.args, err, c.want)
+		}
+	}
+}
+
+// An invalid run is not analyzed: its plots come from the testbed's connection record, with PSNs from each
+// connection's initial PSN, and the failed integrity condition is there.
+func TestInvalidRunStillPlotted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "inv")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"analysis.json", "connections.json", "counters.json", "scenario.yaml", "switch.json", "trace.pcapng", "traffic.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata/listing2", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "counters.json" {
+			b = bytes.Replace(b, []byte(`"mirrored": 254`), []byte(`"mirrored": 999`), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o, err := verdict.Reanalyze(dir); err != nil || o.Doc.Verdict != verdict.Invalid {
+		t.Fatalf("re-judging with 999 mirrored: %v", err)
+	}
+	r := load(t, dir).Runs[0]
+	if r.Verdict != verdict.Invalid || r.Integrity == nil || r.Integrity.OK || len(r.Trace.Conns) != 2 {
+		t.Fatalf("verdict %s, integrity %+v, %d connections", r.Verdict, r.Integrity, len(r.Trace.Conns))
+	}
+	for _, c := range r.Trace.Conns {
+		for _, y := range u32col(t, c.Packets.Y) {
+			if y >= 100 { // 100 packets per connection
+				t.Fatalf("QP %d: PSN offset %d; the offsets must count from the connection's initial PSN", c.QP, y)
+			}
+		}
+	}
+}
+
+// The CNP timeline shows what the CNP analyzer counted: every CE-marked data packet and every CNP.
+func TestCNPTimelineMatchesAnalyzer(t *testing.T) {
+	for _, in := range []string{"testdata/listing2", "testdata/cnp-scope", "testdata/cnp-scope/trace.pcapng"} {
+		r := load(t, in).Runs[0]
+		if r.CNP == nil || r.Trace.CNPCounts[0] != r.CNP.ECNMarked || r.Trace.CNPCounts[1] != r.CNP.CNPs || r.CNP.CNPs == 0 {
+			t.Errorf("%s: timeline has %v (CE marks, CNPs), the analyzer counted %+v", in, r.Trace.CNPCounts, r.CNP)
+		}
+	}
+}
