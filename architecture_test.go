@@ -43,6 +43,8 @@ var allowed = map[string][]string{
 	"verdict":         {"roce", "rnic", "scenario", "trace", "analyze", "analyze/summary", "resultsdir", "version"},
 	"refdir":          {"roce", "scenario", "trace", "analyze", "verdict", "resultsdir", "version"},
 	"report":          {"analyze", "analyze/summary", "verdict", "resultsdir", "refdir", "trace"},
+	"queue":           {},
+	"campaign":        {"queue", "rnic", "scenario", "search", "testbed", "verdict", "version"},
 }
 
 // never are the arrows that must not exist even through other packages: the data flows one way (scenario ->

@@ -80,6 +80,7 @@ or the results directory is incomplete), 130 lumina run stopped by Ctrl-C or SIG
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(stdout, stderr), newAnalyzeCmd(stdout, stderr), newProfilesCmd(stdout),
 		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr), newSearchCmd(stdout, stderr),
-		newAgentCmd(os.Stdin, stdout, stderr))
+		newAgentCmd(os.Stdin, stdout, stderr),
+		newCampaignCmd(stdout, stderr), newWorkerCmd(stdout, stderr))
 	return root
 }
