@@ -284,9 +284,13 @@ func PrintSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", it.Index, it.ID, it.Verdict, it.Exit, strings.Join(mv, " "), res)
 	}
 	tw.Flush()
+	totals := map[string]int{}
+	for _, it := range s.Items {
+		totals[it.Verdict]++
+	}
 	var ts []string
 	for _, v := range []string{"pass", "fail", "invalid", "error", "timeout", "lost"} {
-		if n := s.Totals[v]; n > 0 {
+		if n := totals[v]; n > 0 {
 			ts = append(ts, fmt.Sprintf("%d %s", n, v))
 		}
 	}

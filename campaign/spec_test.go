@@ -1,0 +1,155 @@
+package campaign
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lumina-go/lumina/search"
+)
+
+func TestParseExpandsTheMatrix(t *testing.T) {
+	p, err := Load("testdata/suite.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "chaos" || p.Attempts != 50 || p.Timeout != 2*time.Minute || len(p.Items) != 18 {
+		t.Fatalf("plan %s attempts %d timeout %s items %d", p.Name, p.Attempts, p.Timeout, len(p.Items))
+	}
+	// Scenario-major, then profile, then seed.
+	if p.Items[0].ID != "listing2/cx5/seed-1" || p.Items[7].ID != "listing2/cx6dx/seed-2" || p.Items[17].ID != "listing2/e810/seed-6" {
+		t.Errorf("order: %s, %s, %s", p.Items[0].ID, p.Items[7].ID, p.Items[17].ID)
+	}
+	keys := map[string]bool{}
+	for _, it := range p.Items {
+		if keys[it.Key] {
+			t.Errorf("key %s twice", it.Key)
+		}
+		keys[it.Key] = true
+		if it.Cap() != "sim" || !it.HasSeed {
+			t.Errorf("%s: cap %s hasSeed %v", it.ID, it.Cap(), it.HasSeed)
+		}
+	}
+}
+
+func TestParseNamesThePlace(t *testing.T) {
+	dir := t.TempDir()
+	sc, _ := filepath.Abs("../examples/listing2.yaml")
+	for _, c := range []struct{ yaml, want string }{
+		{"scenarios: [" + sc + "]\nprofile: [cx5]\n", `unknown field "profile"`},
+		{"scenarios: [" + sc + "]\nprofiles: [cx99]\n", `profiles[0]: unknown NIC profile "cx99"`},
+		{"scenarios: [" + sc + "]\nprofiles: [cx5, cx5]\n", `profiles[1]: "cx5" is listed twice`},
+		{"scenarios: [" + sc + "]\ntimeout: soon\n", `timeout: "soon": expected a positive duration`},
+		{"scenarios: [" + sc + "]\nattempts: -1\n", "attempts: -1: expected 1 to 100"},
+		{"scenarios: [" + sc + "]\nseeds: [3, 3]\n", "seeds[1]: 3 is listed twice"},
+		{"scenarios: [" + sc + "]\ntestbeds: [lab.1]\n", `testbeds[0]: testbed name "lab.1"`},
+		{"scenarios: [" + sc + "]\ntestbeds: [sim]\n", `testbeds[0]: "sim" is the simulator`},
+		{"scenarios: [nowhere.yaml]\n", "scenarios[0]: nowhere.yaml: cannot read it"},
+		{"profiles: [cx5]\n", "scenarios: expected at least one scenario file"},
+		{"seeds: [x]\nscenarios: [" + sc + "]\n", "seeds"},
+		{"", "empty campaign file"},
+	} {
+		f := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(f, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(f)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), f) {
+			t.Errorf("%q: got %v; want an error naming %s and containing %q", c.yaml, err, f, c.want)
+		}
+	}
+}
+
+// The same campaign with one and with three local workers gives the same summary, byte for byte.
+func TestSummaryIndependentOfWorkers(t *testing.T) {
+	p, err := Load("testdata/suite.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Items = p.Items[:6]
+	var docs [][]byte
+	for _, n := range []int{1, 3} {
+		dir := filepath.Join(t.TempDir(), "c")
+		sum, err := Run(context.Background(), p, RunOptions{Dir: dir, Queue: Queue{Workers: n, AckWait: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sum.Items) != 6 || sum.Items[3].Verdict != "pass" || sum.Items[3].Metrics["packets"] == 0 {
+			t.Fatalf("%d workers: %+v", n, sum.Items)
+		}
+		if _, err := os.Stat(filepath.Join(dir, sum.Items[3].Results, "analysis.json")); err != nil {
+			t.Errorf("results directory of item 3: %v", err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, FileSummaryJSON))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, b)
+	}
+	if string(docs[0]) != string(docs[1]) {
+		t.Fatalf("summaries differ:\n%s\n%s", docs[0], docs[1])
+	}
+	if !strings.HasPrefix(string(docs[0]), "{\n  \"schema_version\": 1,") {
+		t.Errorf("summary.json does not start with its schema version: %.40s", docs[0])
+	}
+}
+
+// A search through the queue with two local workers writes the same anomalies.json and search.jsonl as the
+// search in process.
+func TestSearchThroughQueueSameAsInProcess(t *testing.T) {
+	cfg := search.DefaultConfig()
+	cfg.Budget = 300
+	run := func(dir string, queued bool) (string, string) {
+		ev, err := search.EvaluatorFor(search.SyntheticProfile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cfg
+		if queued {
+			qe, err := OpenSearchQueue(context.Background(), dir, search.SyntheticProfile, Queue{Workers: 2, AckWait: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer qe.Close()
+			ev, c.Workers = qe, 8
+		}
+		res, err := search.RunDir(context.Background(), ev, c, search.DirOptions{Dir: dir, Profile: search.SyntheticProfile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Anomalies) == 0 {
+			t.Fatalf("no anomaly in %d evaluations", res.Evaluations)
+		}
+		a, _ := os.ReadFile(filepath.Join(dir, "anomalies.json"))
+		l, _ := os.ReadFile(filepath.Join(dir, "search.jsonl"))
+		return strings.ReplaceAll(string(a), dir, "DIR"), string(l)
+	}
+	a1, l1 := run(filepath.Join(t.TempDir(), "s"), false)
+	a2, l2 := run(filepath.Join(t.TempDir(), "s"), true)
+	if a1 != a2 || l1 != l2 {
+		t.Fatalf("the queued search differs from the one in process")
+	}
+}
+
+func TestForEachRunGivesLocalResultsDirs(t *testing.T) {
+	dir := t.TempDir()
+	sum := &Summary{Campaign: "x", Items: []ItemSummary{{Index: 0, Verdict: "pass", Results: "items/0000-a"},
+		{Index: 1, Verdict: "pass", Results: "host:/far/away"}, {Index: 2, Verdict: "lost"}}}
+	if err := WriteSummary(dir, sum); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := ForEachRun(dir, func(it ItemSummary, d string) error { got = append(got, d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != filepath.Join(dir, "items/0000-a") {
+		t.Fatalf("got %v", got)
+	}
+	txt, _ := os.ReadFile(filepath.Join(dir, FileSummaryText))
+	if !strings.Contains(string(txt), "campaign x: 3 items: 2 pass, 1 lost; exit status 0") {
+		t.Errorf("summary.txt:\n%s", txt)
+	}
+}
