@@ -153,3 +153,14 @@ func TestForEachRunGivesLocalResultsDirs(t *testing.T) {
 		t.Errorf("summary.txt:\n%s", txt)
 	}
 }
+
+// The example campaign of the README loads, and its items are the matrix it states.
+func TestExampleCampaignLoads(t *testing.T) {
+	p, err := Load("../examples/campaigns/smoke.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 4 || p.Items[3].ID != "listing2/cx6dx/seed-2" || p.Attempts != 3 || p.Timeout != 5*time.Minute {
+		t.Fatalf("%d items, last %s", len(p.Items), p.Items[len(p.Items)-1].ID)
+	}
+}

@@ -83,7 +83,7 @@ command on the same --out continues a stopped campaign from the results already 
 
 Exit status: 0 every item passed, 1 one failed, 3 one was invalid, 2 bad input or an item that could
 not run (error, timeout, lost), 130 interrupted (re-run to continue).`,
-		Example: `  lumina campaign examples/campaign-smoke.yaml --out /tmp/smoke
+		Example: `  lumina campaign examples/campaigns/smoke.yaml --out /tmp/smoke
   lumina campaign nightly.yaml --nats tls://nats.lab:4222 --nats-creds lab.creds --workers 0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
