@@ -2,12 +2,14 @@ package campaign
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lumina-go/lumina/queue"
 	"github.com/lumina-go/lumina/search"
 )
 
@@ -162,5 +164,49 @@ func TestExampleCampaignLoads(t *testing.T) {
 	}
 	if len(p.Items) != 4 || p.Items[3].ID != "listing2/cx6dx/seed-2" || p.Attempts != 3 || p.Timeout != 5*time.Minute {
 		t.Fatalf("%d items, last %s", len(p.Items), p.Items[len(p.Items)-1].ID)
+	}
+}
+
+// A worker on another machine than the coordinator keeps the results directory under its own root and names
+// it host:path; one on the same machine writes into the campaign directory.
+func TestRunHandlerWhereResultsGo(t *testing.T) {
+	sc, _ := filepath.Abs("../examples/listing2.yaml")
+	data, err := os.ReadFile(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, _ := json.Marshal(runPayload{Scenario: sc, YAML: data, Profile: "cx6dx", Seed: 3, HasSeed: true, Rel: "items/0000-x"})
+	root, campDir := t.TempDir(), t.TempDir()
+	h := Handlers(WorkerOptions{ResultsRoot: root})[KindRun]
+	for _, c := range []struct{ host, wantDir, wantResults string }{
+		{"another-machine", filepath.Join(root, "camp", "items/0000-x"), hostname + ":" + filepath.Join(root, "camp", "items/0000-x")},
+		{hostname, filepath.Join(campDir, "items/0000-x"), "items/0000-x"},
+	} {
+		out, err := h(context.Background(), &queue.Item{Campaign: "camp", Key: "k", Kind: KindRun, Cap: queue.CapSim, Payload: pl, Host: c.host, Dir: campDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r RunResult
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != "pass" || r.Exit != 0 || r.Results != c.wantResults {
+			t.Errorf("host %s: %+v; want pass with results %s", c.host, r, c.wantResults)
+		}
+		a, err := os.ReadFile(filepath.Join(c.wantDir, "analysis.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The profile and the seed of the item were applied.
+		if !strings.Contains(string(a), `"seed": 3`) {
+			t.Errorf("host %s: analysis.json does not hold seed 3", c.host)
+		}
+		eff, err := os.ReadFile(filepath.Join(c.wantDir, "scenario.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(string(eff), "type: cx6dx") != 2 || strings.Contains(string(eff), "type: cx5") {
+			t.Errorf("host %s: the effective scenario does not run cx6dx on both hosts:\n%s", c.host, eff)
+		}
 	}
 }
