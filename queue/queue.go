@@ -124,20 +124,29 @@ func Connect(url string, o ConnOptions) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// Setup creates (or updates) the two streams.
+// Setup creates the two streams where they do not exist yet, with the given replicas (on a clustered
+// JetStream); existing streams are left as they are, so that a worker or a coordinator with other defaults
+// never reconfigures a cluster's streams.
 func Setup(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	if replicas < 1 {
 		replicas = 1
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: WorkStream, Subjects: []string{workPrefix + ">"},
-		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: replicas,
-		Duplicates: 10 * time.Minute}); err != nil {
-		return fmt.Errorf("creating stream %s: %w", WorkStream, err)
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: ResultStream, Subjects: []string{resultPrefix + ">"},
-		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: replicas, MaxMsgsPerSubject: 1,
-		Duplicates: 10 * time.Minute}); err != nil {
-		return fmt.Errorf("creating stream %s: %w", ResultStream, err)
+	for _, cfg := range []jetstream.StreamConfig{
+		{Name: WorkStream, Subjects: []string{workPrefix + ">"}, Retention: jetstream.WorkQueuePolicy,
+			Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: 10 * time.Minute},
+		{Name: ResultStream, Subjects: []string{resultPrefix + ">"}, Retention: jetstream.LimitsPolicy,
+			Storage: jetstream.FileStorage, Replicas: replicas, MaxMsgsPerSubject: 1, Duplicates: 10 * time.Minute},
+	} {
+		_, err := js.Stream(ctx, cfg.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			_, err = js.CreateStream(ctx, cfg)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				err = nil // created by another process meanwhile
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", cfg.Name, err)
+		}
 	}
 	return nil
 }

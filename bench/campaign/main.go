@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,14 +31,15 @@ func main() {
 	workers := flag.String("workers", "1,2,4", "local worker counts to measure")
 	noop := flag.Int("noop", 5000, "no-op items for the coordinator measurement")
 	noopWorkers := flag.Int("noopworkers", 4, "no-op workers")
+	reps := flag.Int("reps", 3, "repetitions of each worker count, interleaved (the median is printed)")
 	flag.Parse()
-	if err := run(*seeds, *workers, *noop, *noopWorkers); err != nil {
+	if err := run(*seeds, *workers, *noop, *noopWorkers, *reps); err != nil {
 		fmt.Fprintln(os.Stderr, "campaign-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(seeds int, workerList string, noop, noopWorkers int) error {
+func run(seeds int, workerList string, noop, noopWorkers, reps int) error {
 	tmp, err := os.MkdirTemp("", "campaign-bench-")
 	if err != nil {
 		return err
@@ -60,29 +62,43 @@ func run(seeds int, workerList string, noop, noopWorkers int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("campaign throughput: %d items (listing2.yaml x 4 profiles x %d seeds), embedded server\n", len(plan.Items), seeds)
-	fmt.Printf("%8s %10s %10s %10s\n", "workers", "wall", "items/s", "speedup")
-	var base float64
+	fmt.Printf("campaign throughput: %d items (listing2.yaml x 4 profiles x %d seeds), embedded server, median of %d interleaved runs\n",
+		len(plan.Items), seeds, reps)
+	var counts []int
 	for _, ws := range strings.Split(workerList, ",") {
 		var n int
 		if _, err := fmt.Sscan(ws, &n); err != nil || n < 1 {
 			return fmt.Errorf("-workers: %q", ws)
 		}
-		dir := filepath.Join(tmp, fmt.Sprintf("w%d", n))
-		start := time.Now()
-		sum, err := campaign.Run(context.Background(), plan, campaign.RunOptions{Dir: dir, Queue: campaign.Queue{Workers: n, AckWait: 30 * time.Second}})
-		if err != nil {
-			return err
+		counts = append(counts, n)
+	}
+	walls := make([][]time.Duration, len(counts))
+	for r := range reps {
+		for k, n := range counts {
+			dir := filepath.Join(tmp, fmt.Sprintf("w%d-%d", n, r))
+			start := time.Now()
+			sum, err := campaign.Run(context.Background(), plan, campaign.RunOptions{Dir: dir, Queue: campaign.Queue{Workers: n, AckWait: 30 * time.Second}})
+			if err != nil {
+				return err
+			}
+			walls[k] = append(walls[k], time.Since(start))
+			if len(sum.Items) != len(plan.Items) || sum.Totals["error"]+sum.Totals["lost"]+sum.Totals["timeout"] > 0 {
+				return fmt.Errorf("%d workers: %v", n, sum.Totals)
+			}
+			_ = os.RemoveAll(dir)
 		}
-		wall := time.Since(start)
-		if len(sum.Items) != len(plan.Items) || sum.Totals["error"]+sum.Totals["lost"]+sum.Totals["timeout"] > 0 {
-			return fmt.Errorf("%d workers: %v", n, sum.Totals)
-		}
+	}
+	fmt.Printf("%8s %10s %10s %10s   %s\n", "workers", "wall", "items/s", "speedup", "all runs")
+	var base float64
+	for k, n := range counts {
+		ws := slices.Clone(walls[k])
+		slices.Sort(ws)
+		wall := ws[len(ws)/2]
 		rate := float64(len(plan.Items)) / wall.Seconds()
 		if base == 0 {
 			base = rate
 		}
-		fmt.Printf("%8d %10s %10.1f %9.2fx\n", n, wall.Round(time.Millisecond), rate, rate/base)
+		fmt.Printf("%8d %10s %10.1f %9.2fx   %v\n", n, wall.Round(time.Millisecond), rate, rate/base, walls[k])
 	}
 	return coordinatorAlone(filepath.Join(tmp, "noop"), noop, noopWorkers)
 }
