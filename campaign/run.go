@@ -158,7 +158,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (*Summary, error) {
 	}
 	defer s.Close()
 	if o.Progress != nil {
-		fmt.Fprintf(o.Progress, "campaign %s: %d items; queue %s", p.Name, len(p.Items), s.URL)
+		fmt.Fprintf(o.Progress, "campaign %s (queue token %s): %d items; queue %s", p.Name, ID(p.Name, dir), len(p.Items), s.URL)
 		if s.Embedded {
 			fmt.Fprintf(o.Progress, " (embedded; more workers on this machine: lumina worker --nats %s)", s.URL)
 		}

@@ -86,7 +86,7 @@ func Load(path string) (*Plan, error) {
 func Parse(data []byte, path string) (*Plan, error) {
 	var s Spec
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%s: empty campaign file; expected at least scenarios:", path)
+		return nil, fmt.Errorf("%s: empty campaign file; expected at least a scenarios list", path)
 	}
 	if err := yaml.UnmarshalWithOptions(data, &s, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
 		return nil, fmt.Errorf("%s: %s (keys: name, scenarios, profiles, testbeds, seeds, timeout, attempts)", path, yaml.FormatError(err, false, true))
@@ -214,7 +214,7 @@ func Parse(data []byte, path string) (*Plan, error) {
 	for _, c := range scs {
 		for _, t := range targets {
 			if t.profile == "" && t.testbed == "" && c.parsed.Testbed != "" && c.parsed.Testbed != "sim" {
-				return nil, fmt.Errorf("%s: scenario %s runs on testbed %q: name the worker that owns it under testbeds:", path, c.given, c.parsed.Testbed)
+				return nil, fmt.Errorf("%s: scenario %s runs on testbed %q: list the name of the worker-owned testbed under testbeds", path, c.given, c.parsed.Testbed)
 			}
 			for _, sd := range seedList {
 				it := Item{Index: len(p.Items), Scenario: c.given, Abs: c.abs, YAML: c.data, Profile: t.profile, Testbed: t.testbed}
