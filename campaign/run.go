@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -178,12 +179,22 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (*Summary, error) {
 		items[i] = queue.Item{Key: it.Key, Kind: KindRun, Cap: it.Cap(), Timeout: p.Timeout, Attempts: p.Attempts,
 			Payload: pl, Host: hostname, Dir: dir}
 	}
+	var caps []string
+	for _, it := range p.Items {
+		if !slices.Contains(caps, it.Cap()) {
+			caps = append(caps, it.Cap())
+		}
+	}
 	var last time.Time
 	lastDone := -1
 	res, err := c.RunAll(ctx, items, func(done, total int) {
 		if o.Progress != nil && (done != lastDone && time.Since(last) >= time.Second || done == total || time.Since(last) >= 30*time.Second) {
+			stalled := done == lastDone
 			last, lastDone = time.Now(), done
 			fmt.Fprintf(o.Progress, "campaign %s: %d/%d items done\n", p.Name, done, total)
+			if stalled && done < total {
+				fmt.Fprintf(o.Progress, "campaign %s: no result for 30s: is a worker running that can take the items left (%s)?\n", p.Name, strings.Join(caps, ", "))
+			}
 		}
 	})
 	if err != nil {

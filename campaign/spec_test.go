@@ -210,3 +210,32 @@ func TestRunHandlerWhereResultsGo(t *testing.T) {
 		}
 	}
 }
+
+// Items that did not run keep their reason in the summary, and the campaign's exit status is the worst.
+func TestMergeKeepsReasons(t *testing.T) {
+	p := &Plan{Name: "m", Items: []Item{{Index: 0, ID: "a"}, {Index: 1, ID: "b"}, {Index: 2, ID: "c"}, {Index: 3, ID: "d"}}}
+	done, _ := json.Marshal(RunResult{Verdict: "invalid", Exit: 3, Results: "items/0"})
+	sum := Merge(p, []*queue.Result{
+		{Status: queue.StatusDone, Payload: done},
+		{Status: queue.StatusTimeout, Reason: "ran past its deadline of 1s"},
+		{Status: queue.StatusLost, Reason: "given up after 3 deliveries"},
+		nil,
+	})
+	want := []struct {
+		verdict string
+		exit    int
+		reason  string
+	}{{"invalid", 3, ""}, {"timeout", 2, "ran past its deadline of 1s"}, {"lost", 2, "given up after 3 deliveries"}, {"lost", 2, "no result"}}
+	for i, w := range want {
+		it := sum.Items[i]
+		if it.Verdict != w.verdict || it.Exit != w.exit || it.Reason != w.reason {
+			t.Errorf("item %d: %s %d %q; want %s %d %q", i, it.Verdict, it.Exit, it.Reason, w.verdict, w.exit, w.reason)
+		}
+	}
+	if sum.Exit != 2 || sum.Totals["lost"] != 2 || sum.Totals["invalid"] != 1 {
+		t.Errorf("exit %d totals %v", sum.Exit, sum.Totals)
+	}
+	if worse(1, 3) != 3 || worse(3, 2) != 2 || worse(0, 1) != 1 || worse(2, 0) != 2 {
+		t.Error("exit statuses are not ordered 2 > 3 > 1 > 0")
+	}
+}
