@@ -3,12 +3,13 @@
 //
 //  1. campaign throughput: a suite of real simulator runs (examples/listing2.yaml x NIC profiles x seeds) with
 //     1, 2 and 4 local workers, items per second from the first publish to the last result;
+//
 //  2. the coordinator alone: -noop items that do nothing, taken by -noopworkers workers, items per second it
 //     publishes (Submit: result and queue look-ups, publish with de-duplication id) and hands out and collects
 //     end to end. That rate over one item's run time says how many workers one coordinator can feed.
 //
-//	go run ./bench/campaign                      # from the repository root
-//	go run ./bench/campaign -seeds 4 -noop 5000
+//     go run ./bench/campaign                      # from the repository root
+//     go run ./bench/campaign -seeds 4 -noop 5000
 package main
 
 import (
