@@ -36,6 +36,12 @@ func StartEmbedded(storeDir, listen string) (*Embedded, error) {
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else {
+		l, err := net.Listen("tcp", listen) // say at once that the address is taken
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS address %s: %w", listen, err)
+		}
+		l.Close()
 	}
 	if err := os.MkdirAll(storeDir, 0o755); err != nil {
 		return nil, err

@@ -290,3 +290,13 @@ func TestItemCheckNamesTheToken(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestEmbeddedAddressInUse(t *testing.T) {
+	emb, _ := startQueue(t)
+	addr := strings.TrimPrefix(emb.URL(), "nats://")
+	start := time.Now()
+	_, err := StartEmbedded(t.TempDir(), addr)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || time.Since(start) > 5*time.Second {
+		t.Fatalf("got %v after %s; want an immediate address-in-use error", err, time.Since(start))
+	}
+}
