@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lumina-go/lumina/queue"
+	"github.com/lumina-go/lumina/search"
 )
 
 // The chaos test runs the coordinator and the workers as processes of this test binary (TestMain picks the
@@ -36,6 +37,8 @@ func TestMain(m *testing.M) {
 		os.Exit(roleCoordinator())
 	case "worker":
 		os.Exit(roleWorker())
+	case "search":
+		os.Exit(roleSearch())
 	}
 	os.Exit(m.Run())
 }
@@ -50,6 +53,34 @@ func roleCoordinator() int {
 	_, err = Run(context.Background(), p, RunOptions{Dir: os.Getenv(envDir),
 		Queue: Queue{Listen: os.Getenv(envAddr), AckWait: 2 * time.Second}})
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return 0
+}
+
+// The search of the search chaos test: a simulated profile (evaluations of tens of milliseconds, so that kills
+// land mid-item), resumed from its search.jsonl when the directory holds one.
+const chaosProfile = "cx6vpi-200g"
+
+func chaosSearchConfig() search.Config {
+	cfg := search.DefaultConfig()
+	cfg.Budget = 40
+	cfg.Workers = 8
+	return cfg
+}
+
+func roleSearch() int {
+	dir := os.Getenv(envDir)
+	qe, err := OpenSearchQueue(context.Background(), dir, chaosProfile, Queue{Listen: os.Getenv(envAddr), AckWait: 2 * time.Second})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer qe.Close()
+	st, err := os.Stat(filepath.Join(dir, search.LogFile))
+	resume := err == nil && st.Size() > 0
+	if _, err := search.RunDir(context.Background(), qe, chaosSearchConfig(), search.DirOptions{Dir: dir, Profile: chaosProfile, Resume: resume}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
@@ -215,6 +246,88 @@ func TestChaosKillsWorkersAndCoordinator(t *testing.T) {
 			redelivered := strings.Count(showLogs(), "(delivery 2)")
 			t.Logf("seed %d: %d coordinator kills, %d worker kills, %d items redelivered: summary identical", seed, coordKills, workerKills, redelivered)
 			redeliveries += redelivered
+		})
+	}
+}
+
+// TestSearchChaos: a search whose evaluations go through the queue to three worker processes, workers and the
+// search process killed at random points (the search resumed with its search.jsonl, the evaluations from the
+// stream), writes the same search.jsonl and anomalies.json as the search in process.
+func TestSearchChaos(t *testing.T) {
+	refDir := filepath.Join(t.TempDir(), "ref")
+	ev, err := search.EvaluatorFor(chaosProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := search.RunDir(context.Background(), ev, chaosSearchConfig(), search.DirOptions{Dir: refDir, Profile: chaosProfile}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(dir string) (string, string) {
+		a, err := os.ReadFile(filepath.Join(dir, "anomalies.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := os.ReadFile(filepath.Join(dir, search.LogFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.ReplaceAll(string(a), dir, "DIR"), string(l)
+	}
+	wantA, wantL := read(refDir)
+	if strings.Count(wantL, "\n") != 40 {
+		t.Fatalf("the reference search logged %d evaluations, want 40", strings.Count(wantL, "\n"))
+	}
+	for _, seed := range []uint64{1, 2} {
+		t.Run("seed"+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			dir := t.TempDir()
+			logs, err := os.Create(filepath.Join(t.TempDir(), "logs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer logs.Close()
+			showLogs := func() string { b, _ := os.ReadFile(logs.Name()); return string(b) }
+			p := &procs{t: t, env: []string{envDir + "=" + dir, envAddr + "=" + freeAddr(t)}, logs: logs}
+			defer p.killAll()
+			coord := p.start("search")
+			exited := make(chan error, 1)
+			go func(c *exec.Cmd) { exited <- c.Wait() }(coord)
+			workers := []*exec.Cmd{p.start("worker"), p.start("worker"), p.start("worker")}
+			kills := 0
+			deadline := time.After(4 * time.Minute)
+		loop:
+			for step := 0; ; step++ {
+				pause := time.Duration(100+rng.IntN(600)) * time.Millisecond
+				select {
+				case err := <-exited:
+					if err != nil {
+						t.Fatalf("search process: %v; logs:\n%s", err, showLogs())
+					}
+					break loop
+				case <-deadline:
+					t.Fatalf("the search did not finish in 4 minutes; logs:\n%s", showLogs())
+				case <-time.After(pause):
+				}
+				switch r := rng.IntN(10); {
+				case step == 2 || r < 1:
+					_ = coord.Process.Signal(syscall.SIGKILL)
+					<-exited
+					kills++
+					coord = p.start("search")
+					go func(c *exec.Cmd) { exited <- c.Wait() }(coord)
+				case step == 0 || r < 5:
+					k := rng.IntN(len(workers))
+					_ = workers[k].Process.Signal(syscall.SIGKILL)
+					_ = workers[k].Wait()
+					kills++
+					workers[k] = p.start("worker")
+				}
+			}
+			gotA, gotL := read(dir)
+			if gotA != wantA || gotL != wantL {
+				t.Fatalf("after %d kills the search differs from the one in process", kills)
+			}
+			t.Logf("seed %d: %d kills, %d redeliveries: same search.jsonl and anomalies.json", seed, kills, strings.Count(showLogs(), "(delivery 2)"))
 		})
 	}
 }
