@@ -51,6 +51,8 @@ var allowed = map[string][]string{
 	"export":            {"roce", "trace", "analyze", "verdict", "resultsdir", "version"},
 	"wireshark":         {},
 	"htmlreport":        {"roce", "scenario", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "version"},
+	"queue":             {},
+	"campaign":          {"queue", "rnic", "scenario", "search", "testbed", "verdict", "version"},
 }
 
 // never are the arrows that must not exist even through other packages: the data flows one way (scenario ->

@@ -83,5 +83,6 @@ or the results directory is incomplete), 130 lumina run stopped by Ctrl-C or SIG
 		newAgentCmd(os.Stdin, stdout, stderr), newHistoryCmd(stdout), newDiffCmd(stdout))
 	root.AddCommand(newExportCmd(stdout), newWiresharkCmd(stdout))
 	root.AddCommand(newReportCmd(stdout, stderr))
+	root.AddCommand(newCampaignCmd(stdout, stderr), newWorkerCmd(stdout, stderr))
 	return root
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lumina-go/lumina/campaign"
 	"github.com/lumina-go/lumina/search"
 )
 
@@ -18,6 +19,7 @@ func newSearchCmd(stdout, stderr io.Writer) *cobra.Command {
 	cfg := search.DefaultConfig()
 	var profile, out, restrict string
 	var jsonOut, resume, quiet bool
+	var qf queueFlags
 	cmd := &cobra.Command{
 		Use:   "search --profile NAME",
 		Short: "Search the workload space for performance anomalies (pause, low throughput), as Collie does",
@@ -36,7 +38,12 @@ The search is deterministic for a seed and resumable (--resume, with the same op
 --budget). The budget bounds every evaluation, MFS probes included; a feature set it cut short is
 marked mfs_cut and completed by a resumed search with a larger budget. With --restrict SPACE.yaml it
 answers whether that narrowed space holds an anomaly: exit status 1 when it does, 0 when it does not
-(2: bad input).`,
+(2: bad input).
+
+With --workers N or --nats URL the evaluations go through the campaign work queue (docs/campaign.md):
+an embedded NATS server with N local workers, or a NATS cluster whose lumina worker processes take
+them. Each round's proposals (--batch for random and ga, one per annealing chain for sa) are
+evaluated in parallel and applied in proposal order, so the result is the same as in process.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if profile == "" {
@@ -54,6 +61,7 @@ answers whether that narrowed space holds an anomaly: exit status 1 when it does
 			if err != nil {
 				return badInput("%v", err)
 			}
+			queued := qf.q.URL != "" || cmd.Flags().Changed("workers")
 			if restrict != "" {
 				data, err := os.ReadFile(restrict)
 				if err != nil {
@@ -74,6 +82,22 @@ answers whether that narrowed space holds an anomaly: exit status 1 when it does
 			cfg.Progress = searchMeter(mtr, stderr)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
+			if queued {
+				if err := qf.check(); err != nil {
+					return err
+				}
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return badInput("results directory: %v", err)
+				}
+				qe, err := campaign.OpenSearchQueue(ctx, out, profile, qf.q)
+				if err != nil {
+					return badInput("%v", err)
+				}
+				defer qe.Close()
+				ev = qe
+				// Every proposal of a round in flight at once: the workers, not this process, bound the parallelism.
+				cfg.Workers = max(cfg.Batch, cfg.SA.Chains, qf.q.Workers, 1)
+			}
 			res, err := search.RunDir(ctx, ev, cfg, search.DirOptions{Dir: out, Profile: profile, Resume: resume})
 			mtr.Done()
 			if err != nil {
@@ -116,6 +140,9 @@ answers whether that narrowed space holds an anomaly: exit status 1 when it does
 	f.StringVar(&restrict, "restrict", "", "YAML file narrowing the space; exit 1 if it contains an anomaly")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress (a bar on a terminal, else a line every 2 s)")
 	f.BoolVar(&resume, "resume", false, "continue the search recorded in --out (same options, larger --budget)")
+	f.IntVar(&cfg.Batch, "batch", cfg.Batch, "proposals per round of random search and ga, evaluated in parallel")
+	f.IntVar(&cfg.SA.Chains, "chains", cfg.SA.Chains, "annealing chains, one proposal each per round, evaluated in parallel")
+	qf.add(f, true)
 	return cmd
 }
 

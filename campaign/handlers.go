@@ -1,0 +1,207 @@
+package campaign
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/lumina-go/lumina/queue"
+	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/search"
+	"github.com/lumina-go/lumina/testbed"
+	"github.com/lumina-go/lumina/verdict"
+)
+
+// Item kinds.
+const (
+	KindRun  = "run"  // one lumina run of a scenario
+	KindEval = "eval" // one search evaluation
+	KindNoop = "noop" // nothing (benchmarks of the coordinator; tests of deadlines)
+)
+
+// runPayload is a run item: everything a worker on another machine needs.
+type runPayload struct {
+	Scenario string `json:"scenario"` // absolute path on the coordinator's machine (resolves relative profile files)
+	YAML     []byte `json:"yaml"`
+	Profile  string `json:"profile,omitempty"`
+	Seed     uint64 `json:"seed"`
+	HasSeed  bool   `json:"has_seed,omitempty"`
+	Rel      string `json:"rel"`
+}
+
+// RunResult is a run item's result document.
+type RunResult struct {
+	Verdict string             `json:"verdict"` // pass | fail | invalid | error
+	Exit    int                `json:"exit_status"`
+	Reason  string             `json:"reason,omitempty"`
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Results is the results directory: relative to the campaign directory when the worker wrote it there
+	// (same machine), else host:path on the worker's machine.
+	Results string `json:"results,omitempty"`
+}
+
+type evalPayload struct {
+	Profile  string          `json:"profile"`
+	Workload search.Workload `json:"workload"`
+	Seed     uint64          `json:"seed"`
+}
+
+type noopPayload struct {
+	SleepMS int `json:"sleep_ms,omitempty"`
+}
+
+// WorkerOptions configure the handlers of a worker.
+type WorkerOptions struct {
+	// ResultsRoot keeps the results directories of items whose campaign directory is on another machine:
+	// ROOT/<campaign>/items/... (default ./lumina-worker-results).
+	ResultsRoot string
+}
+
+// Handlers are the item handlers every worker has.
+func Handlers(o WorkerOptions) map[string]queue.Handler {
+	if o.ResultsRoot == "" {
+		o.ResultsRoot = "lumina-worker-results"
+	}
+	var evs sync.Map // profile -> search.Evaluator
+	return map[string]queue.Handler{
+		KindRun: func(ctx context.Context, it *queue.Item) (json.RawMessage, error) {
+			var p runPayload
+			if err := json.Unmarshal(it.Payload, &p); err != nil {
+				return nil, fmt.Errorf("malformed run item: %w", err)
+			}
+			return json.Marshal(runOne(it, &p, o.ResultsRoot))
+		},
+		KindEval: func(ctx context.Context, it *queue.Item) (json.RawMessage, error) {
+			var p evalPayload
+			if err := json.Unmarshal(it.Payload, &p); err != nil {
+				return nil, fmt.Errorf("malformed evaluation item: %w", err)
+			}
+			ev, ok := evs.Load(p.Profile)
+			if !ok {
+				e, err := search.EvaluatorFor(p.Profile)
+				if err != nil {
+					return nil, err
+				}
+				ev, _ = evs.LoadOrStore(p.Profile, e)
+			}
+			m, err := ev.(search.Evaluator).Evaluate(ctx, p.Workload, p.Seed)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(m)
+		},
+		KindNoop: func(ctx context.Context, it *queue.Item) (json.RawMessage, error) {
+			var p noopPayload
+			if len(it.Payload) > 0 {
+				if err := json.Unmarshal(it.Payload, &p); err != nil {
+					return nil, err
+				}
+			}
+			if p.SleepMS > 0 {
+				select {
+				case <-time.After(time.Duration(p.SleepMS) * time.Millisecond):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return json.RawMessage(`{}`), nil
+		},
+	}
+}
+
+// hostname is this machine's name ("" when unknown: never the same host as another).
+var hostname = func() string { h, _ := os.Hostname(); return h }()
+
+// runOne runs a scenario and judges it, as lumina run does.
+func runOne(it *queue.Item, p *runPayload, root string) *RunResult {
+	out, where := filepath.Join(root, it.Campaign, p.Rel), ""
+	if it.Host != "" && it.Host == hostname && it.Dir != "" {
+		if st, err := os.Stat(it.Dir); err == nil && st.IsDir() {
+			out, where = filepath.Join(it.Dir, p.Rel), p.Rel
+		}
+	}
+	if where == "" {
+		abs, _ := filepath.Abs(out)
+		where = hostname + ":" + abs
+	}
+	r := &RunResult{Results: where}
+	sc, err := scenario.Parse(p.YAML, p.Scenario)
+	if err != nil {
+		r.Verdict, r.Exit, r.Reason = "error", 2, err.Error()
+		return r
+	}
+	if p.Profile != "" {
+		sc.Requester.NIC.Type, sc.Responder.NIC.Type = p.Profile, p.Profile
+	}
+	if p.HasSeed {
+		sc.WithSeed(p.Seed)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		r.Verdict, r.Exit, r.Reason = "error", 2, err.Error()
+		return r
+	}
+	var o *verdict.Outcome
+	err = testbed.Run(sc, testbed.Options{OutDir: out, Finish: func(d string) (err error) {
+		o, err = verdict.Judge(d, sc)
+		return err
+	}})
+	var invalid *testbed.InvalidRunError
+	if errors.As(err, &invalid) {
+		o, err = verdict.RecordInvalid(invalid.Dir, sc, invalid.Reason)
+		if err == nil {
+			r.Reason = "the run could not finish: " + invalid.Reason
+		}
+	}
+	if err != nil {
+		r.Verdict, r.Exit, r.Reason = "error", 2, err.Error()
+		return r
+	}
+	r.Verdict, r.Exit = o.Doc.Verdict, o.ExitCode()
+	r.Metrics = keyMetrics(o.Doc)
+	return r
+}
+
+// keyMetrics are the few numbers a suite's summary shows per run.
+func keyMetrics(doc *verdict.Document) map[string]float64 {
+	m := map[string]float64{}
+	passed := 0
+	for _, e := range doc.Expectations {
+		if e.OK {
+			passed++
+		}
+	}
+	m["expectations"] = float64(len(doc.Expectations))
+	m["expectations_passed"] = float64(passed)
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return m
+	}
+	var g struct {
+		Packets         *float64          `json:"packets"`
+		Retransmissions []json.RawMessage `json:"retransmissions"`
+		Timeouts        []json.RawMessage `json:"timeouts"`
+		CNP             *struct {
+			CNPs *float64 `json:"cnps"`
+		} `json:"cnp"`
+	}
+	if json.Unmarshal(b, &g) != nil {
+		return m
+	}
+	if g.Packets != nil {
+		m["packets"] = *g.Packets
+		m["retransmissions"] = float64(len(g.Retransmissions))
+		m["timeouts"] = float64(len(g.Timeouts))
+	}
+	if g.CNP != nil && g.CNP.CNPs != nil {
+		m["cnps"] = *g.CNP.CNPs
+	}
+	if w := doc.Workload; w != nil {
+		m["pause_ratio"], m["goodput_gbps"], m["limit_share"] = w.PauseRatio, w.GoodputGbps, w.LimitShare
+	}
+	return m
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/lumina-go/lumina/campaign"
+	"github.com/lumina-go/lumina/queue"
+)
+
+// queueFlags are the work-queue options shared by campaign, search and worker.
+type queueFlags struct {
+	q campaign.Queue
+}
+
+func (f *queueFlags) add(fs *pflag.FlagSet, local bool) {
+	fs.StringVar(&f.q.URL, "nats", "", "NATS server URL of a cluster (nats://host:4222, tls://...); none: an embedded server in this process")
+	fs.StringVar(&f.q.Conn.Creds, "nats-creds", "", "NATS credentials file (user JWT and nkey seed)")
+	fs.StringVar(&f.q.Conn.NKey, "nats-nkey", "", "NATS nkey seed file")
+	fs.StringVar(&f.q.Conn.TLSCA, "nats-tls-ca", "", "CA certificate that signed the NATS server's")
+	fs.StringVar(&f.q.Conn.TLSCrt, "nats-tls-cert", "", "client certificate (mutual TLS)")
+	fs.StringVar(&f.q.Conn.TLSKey, "nats-tls-key", "", "client certificate's key (mutual TLS)")
+	fs.DurationVar(&f.q.AckWait, "ack-wait", queue.DefaultAckAge, "how long a silent worker keeps an item before it is delivered to another (running items send heartbeats)")
+	if local {
+		fs.IntVar(&f.q.Workers, "workers", runtime.NumCPU(), "local workers in this process (0: only workers started with lumina worker)")
+		fs.StringVar(&f.q.Listen, "nats-listen", "127.0.0.1:0", "embedded server address, loopback only (lumina worker --nats on this machine joins it)")
+		fs.IntVar(&f.q.Replicas, "nats-replicas", 1, "stream replicas on a clustered JetStream")
+	}
+}
+
+func (f *queueFlags) check() error {
+	if f.q.Workers < 0 {
+		return badInput("--workers %d: expected 0 or more", f.q.Workers)
+	}
+	if f.q.URL == "" && (f.q.Conn != queue.ConnOptions{}) {
+		return badInput("--nats-creds, --nats-nkey and --nats-tls-* configure the connection to --nats URL; the embedded server needs none")
+	}
+	if f.q.AckWait < time.Second {
+		return badInput("--ack-wait %s: expected at least 1s", f.q.AckWait)
+	}
+	for _, p := range []string{f.q.Conn.Creds, f.q.Conn.NKey, f.q.Conn.TLSCA, f.q.Conn.TLSCrt, f.q.Conn.TLSKey} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			return badInput("NATS connection file: %v", err)
+		}
+	}
+	return nil
+}
+
+func newCampaignCmd(stdout, stderr io.Writer) *cobra.Command {
+	var qf queueFlags
+	var out string
+	var jsonOut, quiet bool
+	cmd := &cobra.Command{
+		Use:   "campaign FILE.yaml",
+		Short: "Run a suite (scenarios x NIC profiles or testbeds x seeds) through a NATS JetStream work queue",
+		Long: `campaign runs every item of the campaign file's matrix (scenarios x profiles or testbeds x seeds) and
+writes a campaign directory: items/NNNN-.../ (one results directory per item), summary.json and
+summary.txt (per item: verdict, exit status, key metrics, results directory). docs/campaign.md
+describes the file and the directory.
+
+With no --nats, an embedded NATS server runs in this process (its store in DIR/nats, listening on
+loopback) with --workers local workers (default one per core); more workers on this machine join
+with lumina worker --nats URL (the URL is printed, and in DIR/nats.url). With --nats URL the items go
+to that NATS cluster, where lumina worker processes on any machine take the items they can run.
+
+The summary is merged by item, so it is the same whatever the number of workers. Re-running the same
+command on the same --out continues a stopped campaign from the results already in the stream.
+
+Exit status: 0 every item passed, 1 one failed, 3 one was invalid, 2 bad input or an item that could
+not run (error, timeout, lost), 130 interrupted (re-run to continue).`,
+		Example: `  lumina campaign examples/campaigns/smoke.yaml --out /tmp/smoke
+  lumina campaign nightly.yaml --nats tls://nats.lab:4222 --nats-creds lab.creds --workers 0`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := qf.check(); err != nil {
+				return err
+			}
+			plan, err := campaign.Load(args[0])
+			if err != nil {
+				return badInput("%v", err)
+			}
+			if out == "" {
+				out = filepath.Join("campaigns", plan.Name)
+			}
+			var progress io.Writer
+			if !quiet {
+				progress = stderr
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			sum, err := campaign.Run(ctx, plan, campaign.RunOptions{Dir: out, Queue: qf.q, Progress: progress})
+			if err != nil {
+				if ctx.Err() != nil {
+					return fail(130, err)
+				}
+				return fail(exitBadArgs, err)
+			}
+			if jsonOut {
+				if err := writeIndentedJSON(stdout, sum); err != nil {
+					return err
+				}
+			} else {
+				campaign.PrintSummary(stdout, sum)
+				fmt.Fprintf(stdout, "summary: %s\n", filepath.Join(out, campaign.FileSummaryJSON))
+			}
+			if sum.Exit != exitOK {
+				return fail(sum.Exit, errors.New(""))
+			}
+			return nil
+		},
+	}
+	qf.add(cmd.Flags(), true)
+	cmd.Flags().StringVarP(&out, "out", "o", "", "campaign directory (default campaigns/<name>)")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the summary as JSON")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	return cmd
+}
+
+func newWorkerCmd(stdout, stderr io.Writer) *cobra.Command {
+	var qf queueFlags
+	var testbeds []string
+	var noSim, quiet bool
+	var name, results string
+	cmd := &cobra.Command{
+		Use:   "worker --nats URL",
+		Short: "Take campaign and search items from a NATS JetStream work queue and run them",
+		Long: `worker connects to the NATS server of a campaign or search (a cluster, or the embedded server of a
+coordinator on this machine) and runs the items it can: simulator runs and search evaluations
+(unless --no-sim), and the runs of each testbed it owns (--testbed NAME, as the campaign file's
+testbeds: names it; the scenario runs as written). It runs one item at a time until stopped; an item
+it was running when stopped is delivered to another worker.
+
+Results directories stay where they ran: in the campaign directory when the coordinator is on this
+machine, else under --results DIR/<campaign>/, and the summary names them host:path.`,
+		Example: `  lumina worker --nats nats://127.0.0.1:4222
+  lumina worker --nats tls://nats.lab:4222 --nats-creds lab.creds --testbed lab1 --no-sim`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if qf.q.URL == "" {
+				return badInput("--nats URL is required (the coordinator prints its embedded server's URL)")
+			}
+			if err := qf.check(); err != nil {
+				return err
+			}
+			var caps []string
+			if !noSim {
+				caps = append(caps, queue.CapSim)
+			}
+			for _, tb := range testbeds {
+				if err := queue.CheckToken("--testbed", tb); err != nil {
+					return badInput("%v", err)
+				}
+				caps = append(caps, "testbed-"+tb)
+			}
+			if len(caps) == 0 {
+				return badInput("--no-sim and no --testbed: this worker could run nothing")
+			}
+			if name == "" {
+				h, _ := os.Hostname()
+				name = fmt.Sprintf("%s/%d", h, os.Getpid())
+			}
+			qf.q.Conn.Name = "lumina worker " + name
+			nc, err := queue.Connect(qf.q.URL, qf.q.Conn)
+			if err != nil {
+				return badInput("%v", err)
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return badInput("%v", err)
+			}
+			w := &queue.Worker{JS: js, Name: name, Caps: caps, Handlers: campaign.Handlers(campaign.WorkerOptions{ResultsRoot: results}),
+				AckWait: qf.q.AckWait}
+			if !quiet {
+				w.Log = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+				fmt.Fprintf(stderr, "worker %s: taking %v from %s\n", name, caps, qf.q.URL)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := w.Run(ctx); err != nil {
+				return badInput("%v", err)
+			}
+			return nil
+		},
+	}
+	qf.add(cmd.Flags(), false)
+	cmd.Flags().StringSliceVar(&testbeds, "testbed", nil, "a testbed this worker owns, by the name campaign files use (repeatable)")
+	cmd.Flags().BoolVar(&noSim, "no-sim", false, "take no simulator runs or search evaluations")
+	cmd.Flags().StringVar(&name, "name", "", "worker name in logs (default host/pid)")
+	cmd.Flags().StringVar(&results, "results", "lumina-worker-results", "where results directories of campaigns on other machines go")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no log lines")
+	return cmd
+}

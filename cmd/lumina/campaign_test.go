@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCampaignCommand(t *testing.T) {
+	dir := t.TempDir()
+	sc, err := filepath.Abs("../../examples/listing2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "c.yaml")
+	// Listing 2 passes on cx5 and fails on e810: the campaign's exit status is the worst item's, 1.
+	if err := os.WriteFile(file, []byte("name: cli\nscenarios: ["+sc+"]\nprofiles: [cx5, e810]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"campaign", file, "--out", filepath.Join(dir, "out"), "--workers", "2", "-q"}, &out, &errb)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1; stderr: %s", code, errb.String())
+	}
+	squeezed := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{"0 listing2/cx5/seed-7 pass 0", "1 listing2/e810/seed-7 fail 1", "campaign cli: 2 items: 1 pass, 1 fail; exit status 1"} {
+		if !strings.Contains(squeezed, want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, f := range []string{"summary.json", "summary.txt", "items/0000-listing2-cx5-s7/analysis.json"} {
+		if _, err := os.Stat(filepath.Join(dir, "out", f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestCampaignAndWorkerBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("scenarios: []\nretries: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"campaign", bad}, `unknown field "retries"`},
+		{[]string{"campaign", filepath.Join(dir, "none.yaml")}, "reading campaign"},
+		{[]string{"campaign", bad, "--nats-creds", "x.creds"}, "configure the connection to --nats URL"},
+		{[]string{"campaign", bad, "--workers", "-1"}, "--workers -1"},
+		{[]string{"worker"}, "--nats URL is required"},
+		{[]string{"worker", "--nats", "nats://127.0.0.1:1", "--no-sim"}, "could run nothing"},
+		{[]string{"worker", "--nats", "nats://127.0.0.1:1", "--testbed", "a.b"}, `--testbed "a.b"`},
+		{[]string{"search", "--profile", "synthetic", "--workers", "2", "--ack-wait", "10ms"}, "--ack-wait 10ms"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(c.args, &out, &errb); code != exitBadArgs || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func startQueue(t *testing.T) (*Embedded, jetstream.JetStream) {
+	t.Helper()
+	emb, err := StartEmbedded(t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	nc, err := Connect(emb.URL(), ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return emb, js
+}
+
+func TestWorkerRunsItems(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := NewCoordinator(ctx, js, "t1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := &Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: 2 * time.Second, Log: t.Logf,
+		Handlers: map[string]Handler{"echo": func(ctx context.Context, it *Item) (json.RawMessage, error) { return it.Payload, nil }}}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go w.Run(wctx)
+	var items []Item
+	for i := range 5 {
+		items = append(items, Item{Key: fmt.Sprintf("k%d", i), Kind: "echo", Cap: CapSim, Payload: json.RawMessage(fmt.Sprint(i))})
+	}
+	rs, err := c.RunAll(ctx, items, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Status != StatusDone || string(r.Payload) != fmt.Sprint(i) {
+			t.Errorf("item %d: %+v", i, r)
+		}
+	}
+}
+
+func newCoord(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) *Coordinator {
+	t.Helper()
+	c, err := NewCoordinator(ctx, js, name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// A worker stopped mid-item leaves it unacknowledged: another worker gets it after the ack wait, and it is
+// one result.
+func TestKilledWorkerItemRedelivered(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "redeliver")
+	started := make(chan struct{}, 1)
+	block := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	w1ctx, kill := context.WithCancel(ctx)
+	w1 := &Worker{JS: js, Name: "w1", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": block}}
+	go w1.Run(w1ctx)
+	if _, err := c.Submit(ctx, Item{Key: "a", Kind: "x", Cap: CapSim, Attempts: 5}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	kill() // w1 dies mid-item
+	w2 := &Worker{JS: js, Name: "w2", Caps: []string{CapSim}, AckWait: time.Second,
+		Handlers: map[string]Handler{"x": func(ctx context.Context, it *Item) (json.RawMessage, error) { return json.RawMessage(`"ok"`), nil }}}
+	go w2.Run(ctx)
+	r, err := c.Wait(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusDone || r.Worker != "w2" || r.Delivery != 2 || string(r.Payload) != `"ok"` {
+		t.Fatalf("result %+v: want done by w2 on the second delivery", r)
+	}
+}
+
+// A long item keeps its worker with heartbeats: it runs three ack waits and is delivered once.
+func TestHeartbeatsKeepLongItem(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "long")
+	var mu sync.Mutex
+	runs := 0
+	slow := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		time.Sleep(3500 * time.Millisecond)
+		return json.RawMessage(`1`), nil
+	})
+	for _, n := range []string{"w1", "w2"} {
+		w := &Worker{JS: js, Name: n, Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": slow}}
+		go w.Run(ctx)
+	}
+	if _, err := c.Submit(ctx, Item{Key: "a", Kind: "x", Cap: CapSim, Attempts: 5}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Wait(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if r.Status != StatusDone || r.Delivery != 1 || runs != 1 {
+		t.Fatalf("result %+v after %d runs: want done on the first delivery, run once", r, runs)
+	}
+}
+
+// An item whose workers keep dying is given up after its attempts, with the reason; one past its deadline
+// times out with the reason.
+func TestLostAndTimedOutItems(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "stuck")
+	started := make(chan struct{}, 10)
+	block := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if _, err := c.Submit(ctx, Item{Key: "dies", Kind: "x", Cap: CapSim, Attempts: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // two workers die mid-item
+		wctx, kill := context.WithCancel(ctx)
+		go (&Worker{JS: js, Name: "doomed", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": block}}).Run(wctx)
+		<-started
+		kill()
+	}
+	hang := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) { select {} })
+	go (&Worker{JS: js, Name: "last", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": hang}}).Run(ctx)
+	r, err := c.Wait(ctx, "dies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusLost || !strings.Contains(r.Reason, "given up after 2 deliveries") {
+		t.Fatalf("result %+v: want lost after 2 deliveries", r)
+	}
+	// The hanging handler ignores its context: the worker abandons it at the deadline.
+	if _, err := c.Submit(ctx, Item{Key: "hangs", Kind: "x", Cap: CapSim, Attempts: 5, Timeout: 1500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = c.Wait(ctx, "hangs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusTimeout || r.Reason != "ran past its deadline of 1.5s" || r.Delivery != 1 {
+		t.Fatalf("result %+v: want a timeout on the first delivery", r)
+	}
+}
+
+// Workers take only the items of their capabilities.
+func TestWorkersTakeOnlyTheirCapabilities(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "caps")
+	name := func(n string) Handler {
+		return func(ctx context.Context, it *Item) (json.RawMessage, error) { return json.Marshal(n) }
+	}
+	go (&Worker{JS: js, Name: "sim", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": name("sim")}}).Run(ctx)
+	go (&Worker{JS: js, Name: "lab", Caps: []string{"testbed-lab1"}, AckWait: time.Second, Handlers: map[string]Handler{"x": name("lab")}}).Run(ctx)
+	var items []Item
+	for i := range 6 {
+		cp := CapSim
+		if i%2 == 1 {
+			cp = "testbed-lab1"
+		}
+		items = append(items, Item{Key: fmt.Sprint("k", i), Kind: "x", Cap: cp})
+	}
+	rs, err := c.RunAll(ctx, items, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		want := `"sim"`
+		if i%2 == 1 {
+			want = `"lab"`
+		}
+		if string(r.Payload) != want {
+			t.Errorf("item %d (%s) ran on %s", i, items[i].Cap, r.Payload)
+		}
+	}
+}
+
+// A new coordinator of the same campaign takes the results already in the stream and does not publish their
+// items again.
+func TestCoordinatorResumesFromStream(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	runs := map[string]int{}
+	h := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) {
+		mu.Lock()
+		runs[it.Key]++
+		mu.Unlock()
+		return it.Payload, nil
+	})
+	wctx, stopW := context.WithCancel(ctx)
+	go (&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": h}}).Run(wctx)
+	c1, err := NewCoordinator(ctx, js, "resume", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []Item
+	for i := range 4 {
+		items = append(items, Item{Key: fmt.Sprint("k", i), Kind: "x", Cap: CapSim, Payload: json.RawMessage(fmt.Sprint(i))})
+	}
+	if _, err := c1.RunAll(ctx, items[:2], nil); err != nil {
+		t.Fatal(err)
+	}
+	c1.Close()
+	stopW()
+	// Item 2 is queued by the first coordinator and still in the stream when the second starts.
+	c1b := newCoord(t, ctx, js, "resume")
+	if fresh, err := c1b.Submit(ctx, items[2]); err != nil || !fresh {
+		t.Fatalf("submit: fresh %v, %v", fresh, err)
+	}
+	c2 := newCoord(t, ctx, js, "resume")
+	go (&Worker{JS: js, Name: "w2", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": h}}).Run(ctx)
+	published := 0
+	for _, it := range items {
+		fresh, err := c2.Submit(ctx, it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fresh {
+			published++
+		}
+	}
+	if published != 1 {
+		t.Errorf("the resumed coordinator published %d items; want 1 (two have results, one is queued)", published)
+	}
+	rs, err := c2.RunAll(ctx, items, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, r := range rs {
+		if string(r.Payload) != fmt.Sprint(i) || runs[items[i].Key] != 1 {
+			t.Errorf("item %d: payload %s, ran %d times; want %d, once", i, r.Payload, runs[items[i].Key], i)
+		}
+	}
+}
+
+func TestEmbeddedListensOnLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", "10.1.2.3:4222", "nohost"} {
+		if _, err := StartEmbedded(t.TempDir(), addr); err == nil {
+			t.Errorf("StartEmbedded(%q) accepted a non-loopback address", addr)
+		}
+	}
+}
+
+func TestItemCheckNamesTheToken(t *testing.T) {
+	err := (&Item{Campaign: "c", Key: "a.b", Kind: "x", Cap: CapSim}).Check()
+	if err == nil || !strings.Contains(err.Error(), `item key "a.b"`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestEmbeddedAddressInUse(t *testing.T) {
+	emb, _ := startQueue(t)
+	addr := strings.TrimPrefix(emb.URL(), "nats://")
+	start := time.Now()
+	_, err := StartEmbedded(t.TempDir(), addr)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || time.Since(start) > 5*time.Second {
+		t.Fatalf("got %v after %s; want an immediate address-in-use error", err, time.Since(start))
+	}
+}
