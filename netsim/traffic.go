@@ -453,6 +453,7 @@ func (s *sim) newQP(side, conn int, verb string, qpn, peer uint32, sendIPSN, rxI
 	qs.tc = h.classOf(dscp)
 	qs.posInClass = len(h.classes[qs.tc].qps)
 	h.classes[qs.tc].qps = append(h.classes[qs.tc].qps, qs.idx)
+	h.classes[qs.tc].active.grow(len(h.classes[qs.tc].qps))
 	h.qps = append(h.qps, qs)
 	h.byQPN[qpn] = qs.idx
 	return qs, nil
