@@ -244,7 +244,8 @@ func switchSetup(sc *scenario.Scenario, cfg *lab.Config) (*inject.Recorder, *err
 // rawOf is what the recorder remembered, for the trace's annotations.
 func rawOf(r *inject.Recorder) *rawResults { return &rawResults{annotate: r.Annotation} }
 
-// progress returns a netsim progress callback printing a line per second once a run takes more than a second.
+// progress sets the netsim progress callbacks: a line per second while connections are set up, and once a run
+// takes more than a second, a line per second of the simulation.
 func progress(w io.Writer, cfg *lab.Config) {
 	if w == nil {
 		return
@@ -260,6 +261,17 @@ func progress(w io.Writer, cfg *lab.Config) {
 		last = now
 		fmt.Fprintf(w, "lumina: simulating... %s simulated, %.1f M events, %.0fs\n",
 			fmtDuration(simNs), float64(events)/1e6, now.Sub(start).Seconds())
+	}
+	cfg.SetupProgress = func(conns, total int) {
+		now := time.Now()
+		if conns < total && now.Sub(last) < time.Second {
+			return
+		}
+		if conns == total && now.Sub(start) < time.Second {
+			return
+		}
+		last = now
+		fmt.Fprintf(w, "lumina: setting up connections... %d of %d, %.0fs\n", conns, total, now.Sub(start).Seconds())
 	}
 }
 

@@ -28,6 +28,8 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		quiet    bool
 		dryRun   bool
 		verbsBin string
+		cpuProf  string
+		memProf  string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml",
@@ -63,6 +65,15 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				}
 				return nil
 			}
+			stopProf, err := startRunProfile(cpuProf, memProf)
+			if err != nil {
+				return fail(exitBadArgs, err)
+			}
+			defer func() {
+				if err := stopProf(); err != nil {
+					fmt.Fprintf(stderr, "lumina: %v\n", err)
+				}
+			}()
 			var progress io.Writer
 			if !quiet {
 				progress = stderr
@@ -139,5 +150,9 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on long runs")
 	cmd.Flags().StringVar(&verbsBin, "verbs-binary", "", "testbed remote on real RNICs (nic.ib-device): the lumina-verbs generator copied to the requester and responder (default $"+testbed.EnvVerbsBinary+"; built once with -tags verbs, never on the hosts)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print, host by host, every operation and command a remote run would execute; connect to nothing, write nothing")
+	cmd.Flags().StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	cmd.Flags().StringVar(&memProf, "memprofile", "", "write an allocation profile of the run to this file (go tool pprof)")
+	_ = cmd.Flags().MarkHidden("cpuprofile")
+	_ = cmd.Flags().MarkHidden("memprofile")
 	return cmd
 }
