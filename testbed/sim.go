@@ -95,6 +95,9 @@ func runStaged(sc *scenario.Scenario, opts Options) error {
 	if err != nil {
 		return err
 	}
+	if raw.traceDone {
+		return nil
+	}
 	return reconstruct(opts.OutDir, raw, sc.IndexBase)
 }
 
@@ -184,6 +187,9 @@ func netsimConfig(sc *scenario.Scenario) (lab.Config, error) {
 // rawResults is what a testbed run leaves for the analysis besides the files.
 type rawResults struct {
 	annotate func(seq uint64) (conn, iter int, ok bool)
+	// traceDone: the testbed wrote trace.pcapng itself, exactly as reconstruct would from the dumps (the
+	// simulator: simstream.go).
+	traceDone bool
 }
 
 // dumpWrites is held while a dumper writes to its file.
@@ -194,13 +200,30 @@ var dumpWrites sync.Mutex
 // write short; readers take a capture up to its last whole packet).
 func Quiesce() { dumpWrites.Lock() }
 
-// dumper writes one dumper's mirrored frames as a nanosecond pcap, undoing the RSS port rewrite as Lumina's
-// dumper does before it writes.
+// dumper writes one dumper's mirrored frames as a nanosecond pcap (the RSS port rewrite undone, as Lumina's
+// dumper does before it writes: simStream.dump).
 type dumper struct {
-	w    *trace.PcapWriter
-	buf  []byte
-	port uint16
-	err  error
+	w   *trace.PcapWriter
+	err error
+}
+
+// write appends one record; after an error it writes nothing more and keeps the error.
+func (dp *dumper) write(ts int64, data []byte, orig int) error {
+	if dp.err != nil {
+		return dp.err
+	}
+	if dp.w.Available() < 16+len(data) {
+		// Write whole records only, and never while the process stops on a signal (Quiesce): an
+		// interrupted run leaves dumps cut at packet boundaries.
+		dumpWrites.Lock()
+		dp.err = dp.w.Flush()
+		dumpWrites.Unlock()
+		if dp.err != nil {
+			return dp.err
+		}
+	}
+	dp.err = dp.w.WritePacket(ts, data, orig)
+	return dp.err
 }
 
 // switchSetup gives a lab.Config (also the netns testbed's description) the injector built from the
@@ -300,42 +323,32 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		if err != nil {
 			return nil, err
 		}
-		dumps[i] = &dumper{w: w, port: uint16(sc.RewriteUDPDstPort)}
+		dumps[i] = &dumper{w: w}
 	}
-	cfg.Dump = func(d int, ts int64, frame []byte) {
-		dp := dumps[d]
-		if dp.err != nil {
-			return
-		}
-		dp.buf = append(dp.buf[:0], frame...)
-		if dp.port != 0 {
-			roce.UndoRSS(dp.buf, dp.port)
-		}
-		n := min(len(dp.buf), snap)
-		if dp.w.Available() < 16+n {
-			// Write whole records only, and never while the process stops on a signal (Quiesce): an
-			// interrupted run leaves dumps cut at packet boundaries.
-			dumpWrites.Lock()
-			dp.err = dp.w.Flush()
-			dumpWrites.Unlock()
-			if dp.err != nil {
-				return
-			}
-		}
-		dp.err = dp.w.WritePacket(ts, dp.buf[:n], len(dp.buf))
+	// The dumps and trace.pcapng are written by a second goroutine while the simulation runs (simstream.go).
+	st, err := newSimStream(opts.OutDir, dumps, snap, uint16(sc.RewriteUDPDstPort), sc.IndexBase, rec.Annotation)
+	if err != nil {
+		return nil, err
 	}
+	cfg.Dump = st.dump
 	progress(opts.Progress, &cfg)
 
 	res, err := netsim.Run(cfg)
 	if *injectErr != nil {
+		st.abandon()
 		return nil, badInputf("%s: %w", sc.Path, *injectErr)
 	}
 	if err != nil {
+		st.abandon()
 		if strings.Contains(err.Error(), "run limit") {
 			return nil, fmt.Errorf("simulation: %w; the traffic needs more simulated time: raise network.run-timeout-ms (now %d)",
 				err, sc.Network.RunTimeoutMs)
 		}
 		return nil, fmt.Errorf("simulation: %w", err)
+	}
+	traceDone, err := st.finish()
+	if err != nil {
+		return nil, err
 	}
 	for i, dp := range dumps {
 		if dp.err == nil {
@@ -350,7 +363,9 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {
 		return nil, err
 	}
-	return rawOf(rec), nil
+	raw := rawOf(rec)
+	raw.traceDone = traceDone
+	return raw, nil
 }
 
 func fmtDuration(ns int64) string {
