@@ -36,6 +36,10 @@ type Options struct {
 	// directory is moved into place: `lumina run` judges it there (verdict.Judge), so that analysis.json is
 	// part of the directory committed whole. An error from it aborts the run like the testbed's own.
 	Finish func(dir string) error
+
+	// recordAll keeps every mirrored packet's annotation in a simulator run (a test compares the trace it
+	// wrote as it ran with reconstruct's merge of its dumps).
+	recordAll bool
 }
 
 // Run runs the scenario on its testbed and writes the results directory: the effective scenario, the dumps,
@@ -307,6 +311,8 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The trace is written as packets are mirrored: the recorder need not remember them all (simstream.go).
+	rec.Latest = !opts.recordAll
 	dumps := make([]*dumper, cfg.Dumpers)
 	snap := sc.Network.SnapLen
 	if snap <= 0 {
@@ -346,10 +352,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
-	traceDone, err := st.finish()
-	if err != nil {
-		return nil, err
-	}
+	traceErr := st.finish()
 	for i, dp := range dumps {
 		if dp.err == nil {
 			dumpWrites.Lock()
@@ -360,11 +363,14 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			return nil, fmt.Errorf("writing dumper %d: %w", i, dp.err)
 		}
 	}
+	if traceErr != nil {
+		return nil, traceErr
+	}
 	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {
 		return nil, err
 	}
 	raw := rawOf(rec)
-	raw.traceDone = traceDone
+	raw.traceDone = true
 	return raw, nil
 }
 

@@ -15,9 +15,9 @@ import (
 // The simulator's mirrored frames leave the simulation in batches for a second goroutine, which writes the
 // dumps and, at the same time, trace.pcapng: the switch numbers its mirrored copies 1, 2, 3... in the order it
 // hands them to the dumpers, so merging the dumps by mirror sequence number (reconstruct) gives them in exactly
-// that order. The writer checks that it does (every copy decodes and follows the previous one); if one does
-// not, it stops writing the trace and the run reconstructs it from the dumps as before. Either way the bytes
-// are the same; the simulation never waits for a disk, and nothing grows with the run's length.
+// that order, and each packet's annotation is taken as it is mirrored (inject.Recorder.Latest). The writer
+// checks every copy (it decodes and follows the previous one); a copy that does not is the simulator's bug and
+// fails the run. The simulation never waits for a disk, and nothing grows with the run's length.
 
 // streamRec is one mirrored frame of a batch: frame bytes [off, off+n) of the batch's buffer (the dumper's
 // copy, RSS undone, cut to the snap length), its original length, and its annotation.
@@ -48,18 +48,16 @@ type simStream struct {
 	annotate func(seq uint64) (conn, iter int, ok bool)
 	dumps    []*dumper
 
-	cur   *streamBatch
-	work  chan *streamBatch
-	free  chan *streamBatch
-	done  chan struct{}
-	dumpE error // the first dump write error (writer goroutine; read after done)
+	cur  *streamBatch
+	work chan *streamBatch
+	free chan *streamBatch
+	done chan struct{}
 
-	// The trace, written while it matches the dumps' merge.
+	// The trace.
 	traceF  *os.File
 	traceBW *bufio.Writer
 	traceW  *trace.PcapngWriter
-	traceOK bool
-	traceE  error // why the stream did not give the trace (then reconstruct does)
+	traceE  error // the first error writing it
 	nextSeq uint64
 	clock   trace.Unwrap48
 	comment []byte
@@ -83,7 +81,6 @@ func newSimStream(dir string, dumps []*dumper, snap int, port uint16, base int,
 		tf.Close()
 		return nil, err
 	}
-	st.traceOK = true
 	go st.writer()
 	return st, nil
 }
@@ -127,31 +124,23 @@ func (st *simStream) flush() {
 	st.cur = <-st.free
 }
 
-// finish writes what is left and waits for the writer. It reports whether trace.pcapng is complete; if not,
-// the file is removed and the caller reconstructs it from the dumps.
-func (st *simStream) finish() (traceDone bool, err error) {
+// finish writes what is left, waits for the writer and completes trace.pcapng.
+func (st *simStream) finish() error {
 	st.flush()
 	close(st.work)
 	<-st.done
-	if st.dumpE != nil {
-		st.traceF.Close()
-		return false, st.dumpE
-	}
-	if st.traceOK {
-		if err := st.traceW.Close(); err != nil {
-			st.traceE = err
-		} else if err := st.traceBW.Flush(); err != nil {
-			st.traceE = fmt.Errorf("writing trace: %w", err)
+	err := st.traceE
+	if err == nil {
+		if err = st.traceW.Close(); err == nil {
+			if err = st.traceBW.Flush(); err != nil {
+				err = fmt.Errorf("writing trace: %w", err)
+			}
 		}
 	}
-	if err := st.traceF.Close(); err != nil && st.traceE == nil {
-		st.traceE = fmt.Errorf("writing trace: %w", err)
+	if cerr := st.traceF.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("writing trace: %w", cerr)
 	}
-	if st.traceE != nil || !st.traceOK {
-		os.Remove(st.traceF.Name())
-		return false, nil
-	}
-	return true, nil
+	return err
 }
 
 // abandon stops the writer after a failed run; what was written stays for the record.
@@ -167,10 +156,8 @@ func (st *simStream) writer() {
 		for i := range b.recs {
 			r := &b.recs[i]
 			data := b.buf[r.off : r.off+r.n]
-			if st.dumpE == nil {
-				st.dumpE = st.dumps[r.dumper].write(r.ts, data, int(r.orig))
-			}
-			if st.traceOK {
+			st.dumps[r.dumper].write(r.ts, data, int(r.orig)) // keeps its error (runSim reports it)
+			if st.traceE == nil {
 				st.tracePacket(r, data)
 			}
 		}
@@ -179,17 +166,21 @@ func (st *simStream) writer() {
 	}
 }
 
-// tracePacket writes the frame into trace.pcapng as reconstruct would, or gives the trace up.
+// tracePacket writes the frame into trace.pcapng as reconstruct would.
 func (st *simStream) tracePacket(r *streamRec, data []byte) {
 	mir, ok := roce.DecodeMirror(data)
-	if !ok || mir.Seq != st.nextSeq {
-		st.traceOK = false // not the merge's order: reconstruct from the dumps
+	switch {
+	case !ok:
+		st.traceE = fmt.Errorf("writing trace: mirrored copy %d has no mirror metadata", st.nextSeq)
+		return
+	case mir.Seq != st.nextSeq:
+		st.traceE = fmt.Errorf("writing trace: the switch mirrored seq %d after %d (not the dumps' merge order)", mir.Seq, st.nextSeq-1)
 		return
 	}
 	st.nextSeq++
 	st.comment = appendComment(st.comment[:0], mir, int(r.conn), int(r.iter), r.annotated, st.base)
 	if err := st.traceW.WritePacket(0, st.clock.Extend(mir.TimestampNs), data, int(r.orig), string(st.comment)); err != nil {
-		st.traceOK, st.traceE = false, fmt.Errorf("writing trace: %w", err)
+		st.traceE = fmt.Errorf("writing trace: %w", err)
 	}
 }
 
