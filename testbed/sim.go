@@ -37,6 +37,9 @@ type Options struct {
 	// part of the directory committed whole. An error from it aborts the run like the testbed's own.
 	Finish func(dir string) error
 
+	// flushes, when not nil, runs the fsyncs a run starts early (the simulator's dumps and trace, while the
+	// verdict stage works); Run waits for them before it commits the directory (which fsyncs every file).
+	flushes *sync.WaitGroup
 	// recordAll keeps every mirrored packet's annotation in a simulator run (a test compares the trace it
 	// wrote as it ran with reconstruct's merge of its dumps).
 	recordAll bool
@@ -63,10 +66,12 @@ func Run(sc *scenario.Scenario, opts Options) error {
 	}
 	staged := opts
 	staged.OutDir = st.Dir
+	staged.flushes = new(sync.WaitGroup)
 	err = runStaged(sc, staged)
 	if err == nil && opts.Finish != nil {
 		err = opts.Finish(st.Dir)
 	}
+	staged.flushes.Wait()
 	if err != nil {
 		var inv *InvalidRunError
 		if errors.As(err, &inv) {
@@ -365,6 +370,21 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	}
 	if traceErr != nil {
 		return nil, traceErr
+	}
+	// The disk writes the dumps and the trace while the verdict stage reads them from memory.
+	if opts.flushes != nil {
+		paths := []string{filepath.Join(opts.OutDir, resultsdir.FileTrace)}
+		for i := range dumps {
+			paths = append(paths, filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
+		}
+		opts.flushes.Go(func() {
+			for _, p := range paths {
+				if f, err := os.Open(p); err == nil {
+					f.Sync() // an error shows again in the commit's own fsync, which reports it
+					f.Close()
+				}
+			}
+		})
 	}
 	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {
 		return nil, err
