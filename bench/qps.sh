@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # QP scale of `lumina run` on the simulator (issue 17 item 3), against its yardstick measured in the same run:
-# 1,024 QPs. One 1 KB WRITE per connection at 1,024 / 8,192 / 65,536 connections (65,536 is the limit): the
+# 1,024 QPs (a QP here is a connection: a requester QP and its responder). One 1 KB WRITE per connection at 1,024 / 8,192 / 65,536 connections (65,536 is the limit): the
 # whole `lumina run` and the simulation alone (bench/simonly: no dumps, trace or analysis), each the median of
 # RUNS runs (default 3): wall, peak RSS, time and memory per QP, and their ratios to 1,024 QPs (1.0 = linear).
 # Then the heap per idle QP of the simulator's per-QP state (QPs created, nothing posted) at 65,536 connections.
@@ -15,19 +15,21 @@ go build -o "$TMP/simonly" ./bench/simonly
 
 # measure CMD...: RUNS runs; sets WALL (s) and RSS (KB) to the medians.
 measure() {
-	local walls=() rsss=() i
+	local walls=() rsss=() cpus=() i
 	for ((i = 0; i < RUNS; i++)); do
-		/usr/bin/time -o "$TMP/t" -f "%e %M" "$@" > /dev/null 2> "$TMP/err" || { cat "$TMP/err" >&2; exit 1; }
-		read -r w r < <(tail -1 "$TMP/t")
+		/usr/bin/time -o "$TMP/t" -f "%e %M %U %S" "$@" > /dev/null 2> "$TMP/err" || { cat "$TMP/err" >&2; exit 1; }
+		read -r w r u s < <(tail -1 "$TMP/t")
 		walls+=("$w")
 		rsss+=("$r")
+		cpus+=("$(awk -v u="$u" -v s="$s" 'BEGIN {print u + s}')")
 	done
+	CPU=$(printf '%s\n' "${cpus[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 	WALL=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 	RSS=$(printf '%s\n' "${rsss[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 }
 
 echo "== one 1 KB WRITE per connection; median of $RUNS runs, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-22s %7s %9s %10s %10s %8s %8s\n' "" QPs "wall s" "us/QP" "KB/QP" "time/QP" "mem/QP"
+printf '%-18s %6s %8s %8s %9s %8s %8s %8s\n' "" QPs "wall s" "cpu s" "us/QP" "KB/QP" "time/QP" "mem/QP"
 for what in simonly run; do
 	for n in 1024 8192 65536; do
 		cat > "$TMP/qps-$n.yaml" << YAML
@@ -46,8 +48,8 @@ YAML
 		if [ "$n" = 1024 ]; then
 			BASE_W=$WALL BASE_R=$RSS
 		fi
-		awk -v l="$label" -v n="$n" -v w="$WALL" -v r="$RSS" -v bw="$BASE_W" -v br="$BASE_R" 'BEGIN {
-			printf "%-22s %7d %9.3f %10.1f %10.2f %7.2fx %7.2fx\n", l, n, w, w / n * 1e6, r / n, (w / n) / (bw / 1024), (r / n) / (br / 1024)
+		awk -v l="$label" -v n="$n" -v w="$WALL" -v c="$CPU" -v r="$RSS" -v bw="$BASE_W" -v br="$BASE_R" 'BEGIN {
+			printf "%-18s %6d %8.3f %8.3f %9.1f %8.2f %7.2fx %7.2fx\n", l, n, w, c, w / n * 1e6, r / n, (w / n) / (bw / 1024), (r / n) / (br / 1024)
 		}'
 	done
 done
