@@ -6,25 +6,42 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/testbed"
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: simonly SCENARIO.yaml")
+	cpuProf := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: simonly [-cpuprofile FILE] SCENARIO.yaml")
 		os.Exit(2)
 	}
-	sc, err := scenario.Load(os.Args[1])
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "simonly:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "simonly:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	sc, err := scenario.Load(flag.Arg(0))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "simonly:", err)
 		os.Exit(2)
 	}
 	n, err := testbed.SimulateOnly(sc)
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "simonly:", err)
 		os.Exit(1)
 	}
