@@ -29,7 +29,7 @@ measure() {
 }
 
 echo "== one 1 KB WRITE per connection; median of $RUNS runs, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-18s %6s %8s %8s %9s %8s %8s %8s\n' "" QPs "wall s" "cpu s" "us/QP" "KB/QP" "time/QP" "mem/QP"
+printf '%-18s %6s %8s %8s %9s %8s %8s %8s %8s\n' "" QPs "wall s" "cpu s" "us/QP" "KB/QP" "wall/QP" "cpu/QP" "mem/QP"
 for what in simonly run; do
 	for n in 1024 8192 65536; do
 		cat > "$TMP/qps-$n.yaml" << YAML
@@ -46,14 +46,16 @@ YAML
 			measure "$TMP/lumina" run "$TMP/qps-$n.yaml" -o "$TMP/out" -q
 		fi
 		if [ "$n" = 1024 ]; then
-			BASE_W=$WALL BASE_R=$RSS
+			BASE_W=$WALL BASE_R=$RSS BASE_C=$CPU
 		fi
-		awk -v l="$label" -v n="$n" -v w="$WALL" -v c="$CPU" -v r="$RSS" -v bw="$BASE_W" -v br="$BASE_R" 'BEGIN {
-			printf "%-18s %6d %8.3f %8.3f %9.1f %8.2f %7.2fx %7.2fx\n", l, n, w, c, w / n * 1e6, r / n, (w / n) / (bw / 1024), (r / n) / (br / 1024)
+		awk -v l="$label" -v n="$n" -v w="$WALL" -v c="$CPU" -v r="$RSS" -v bw="$BASE_W" -v br="$BASE_R" -v bc="$BASE_C" 'BEGIN {
+			printf "%-18s %6d %8.3f %8.3f %9.1f %8.2f %7.2fx %7.2fx %7.2fx\n", l, n, w, c, w / n * 1e6, r / n,
+				(w / n) / (bw / 1024), (c / n) / (bc / 1024), (r / n) / (br / 1024)
 		}'
 	done
 done
-echo "(time/QP, mem/QP: per-QP wall time and peak RSS relative to 1,024 QPs; the fixed start-up cost makes small runs dearer per QP)"
+echo "(wall/QP, cpu/QP, mem/QP: per-QP wall time, CPU time and peak RSS relative to 1,024 QPs: 1.00x is linear, above"
+echo " is worse; the fixed start-up cost makes small runs dearer per QP. CPU seconds are timed to 10 ms)"
 echo
 echo "== heap per idle QP (simulator per-QP state, 65,536 connections = 131,072 QPs created, nothing posted; limit 8 KB)"
 go test ./netsim -run '^$' -bench 'BenchmarkIdleQPs' -benchtime 3x | grep -E '^BenchmarkIdleQPs'
