@@ -7,6 +7,7 @@
 # Usage: bench/qps.sh            (RUNS=... to change the number of runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TIMEFORMAT='%3R %3U %3S'
 RUNS=${RUNS:-3}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -17,8 +18,11 @@ go build -o "$TMP/simonly" ./bench/simonly
 measure() {
 	local walls=() rsss=() cpus=() i
 	for ((i = 0; i < RUNS; i++)); do
-		/usr/bin/time -o "$TMP/t" -f "%e %M %U %S" "$@" > /dev/null 2> "$TMP/err" || { cat "$TMP/err" >&2; exit 1; }
-		read -r w r u s < <(tail -1 "$TMP/t")
+		# bash's time to the millisecond (wall, user, sys of the command and its children), peak RSS from
+		# /usr/bin/time.
+		{ time /usr/bin/time -o "$TMP/t" -f "%M" "$@" > /dev/null 2> "$TMP/err"; } 2> "$TMP/bt" || { cat "$TMP/err" >&2; exit 1; }
+		read -r r < <(tail -1 "$TMP/t")
+		read -r w u s < <(tail -1 "$TMP/bt")
 		walls+=("$w")
 		rsss+=("$r")
 		cpus+=("$(awk -v u="$u" -v s="$s" 'BEGIN {print u + s}')")
@@ -55,7 +59,7 @@ YAML
 	done
 done
 echo "(wall/QP, cpu/QP, mem/QP: per-QP wall time, CPU time and peak RSS relative to 1,024 QPs: 1.00x is linear, above"
-echo " is worse; the fixed start-up cost makes small runs dearer per QP. CPU seconds are timed to 10 ms)"
+echo " is worse; the fixed start-up cost makes small runs dearer per QP. CPU seconds to the millisecond)"
 echo
 echo "== heap per idle QP (simulator per-QP state, 65,536 connections = 131,072 QPs created, nothing posted; limit 8 KB)"
 go test ./netsim -run '^$' -bench 'BenchmarkIdleQPs' -benchtime 3x | grep -E '^BenchmarkIdleQPs'

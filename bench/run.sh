@@ -7,6 +7,7 @@
 # Usage: bench/run.sh            (RUNS=... to change the number of runs; OUT=dir for the results, default a tmpdir)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TIMEFORMAT='%3R %3U %3S'
 RUNS=${RUNS:-5}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -22,8 +23,11 @@ measure() {
 	shift
 	local walls=() rsss=() cpus=() i
 	for ((i = 0; i < RUNS; i++)); do
-		/usr/bin/time -o "$TMP/t" -f "%e %M %U %S" "$@" > /dev/null 2> "$TMP/err" || { cat "$TMP/err" >&2; exit 1; }
-		read -r w r u s < <(tail -1 "$TMP/t")
+		# bash's time to the millisecond (wall, user, sys of the command and its children), peak RSS from
+		# /usr/bin/time.
+		{ time /usr/bin/time -o "$TMP/t" -f "%M" "$@" > /dev/null 2> "$TMP/err"; } 2> "$TMP/bt" || { cat "$TMP/err" >&2; exit 1; }
+		read -r r < <(tail -1 "$TMP/t")
+		read -r w u s < <(tail -1 "$TMP/bt")
 		walls+=("$w")
 		rsss+=("$r")
 		cpus+=("$(awk -v u="$u" -v s="$s" 'BEGIN {print u + s}')")
