@@ -37,6 +37,10 @@ type Options struct {
 	// part of the directory committed whole. An error from it aborts the run like the testbed's own.
 	Finish func(dir string) error
 
+	// SimHooks, if not nil, hear a simulator run's progress from its start (for a progress display; the
+	// lines on Progress do not need it).
+	SimHooks *SimHooks
+
 	// flushes, when not nil, runs the fsyncs a run starts early (the simulator's dumps and trace, while the
 	// verdict stage works); Run waits for them before it commits the directory (which fsyncs every file).
 	flushes *sync.WaitGroup
@@ -44,6 +48,20 @@ type Options struct {
 	// wrote as it ran with reconstruct's merge of its dumps).
 	recordAll bool
 }
+
+// SimHooks report a simulator run's progress while it runs. Both are called on the simulation's goroutine
+// and must return quickly.
+type SimHooks struct {
+	// Setup hears how many of the run's connections are set up, every 1,024 and once all are, before any
+	// traffic (a run of 65,536 connections spends a noticeable time there).
+	Setup func(conns, total int)
+	// Events hears the simulated time and the events so far, every SimHookEvery events.
+	Events func(simNs int64, events uint64)
+}
+
+// SimHookEvery is how many simulated events SimHooks.Events hears about at a time (also the interval of the
+// progress lines).
+const SimHookEvery = 200_000
 
 // Run runs the scenario on its testbed and writes the results directory: the effective scenario, the dumps,
 // the trace reconstructed from them, the counters and the traffic log (package resultsdir). Judging them is the
@@ -284,7 +302,7 @@ func progress(w io.Writer, cfg *lab.Config) {
 	}
 	start := time.Now()
 	last := start
-	cfg.ProgressEvery = 200_000
+	cfg.ProgressEvery = SimHookEvery
 	cfg.Progress = func(simNs int64, events uint64) {
 		now := time.Now()
 		if now.Sub(start) < time.Second || now.Sub(last) < time.Second {
@@ -304,6 +322,32 @@ func progress(w io.Writer, cfg *lab.Config) {
 		}
 		last = now
 		fmt.Fprintf(w, "lumina: setting up connections... %d of %d, %.0fs\n", conns, total, now.Sub(start).Seconds())
+	}
+}
+
+// hook adds the SimHooks to the progress callbacks already set (progress).
+func hook(h *SimHooks, cfg *lab.Config) {
+	if h == nil {
+		return
+	}
+	cfg.ProgressEvery = SimHookEvery
+	if h.Events != nil {
+		prev := cfg.Progress
+		cfg.Progress = func(simNs int64, events uint64) {
+			if prev != nil {
+				prev(simNs, events)
+			}
+			h.Events(simNs, events)
+		}
+	}
+	if h.Setup != nil {
+		prev := cfg.SetupProgress
+		cfg.SetupProgress = func(conns, total int) {
+			if prev != nil {
+				prev(conns, total)
+			}
+			h.Setup(conns, total)
+		}
 	}
 }
 
@@ -343,6 +387,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	}
 	cfg.Dump = st.dump
 	progress(opts.Progress, &cfg)
+	hook(opts.SimHooks, &cfg)
 
 	res, err := netsim.Run(cfg)
 	if *injectErr != nil {

@@ -104,3 +104,37 @@ func TestStreamRefusesMirrorOutOfOrder(t *testing.T) {
 		t.Errorf("finish: %v; want the out-of-order copy named", err)
 	}
 }
+
+// SimHooks hear the connections set up before any traffic, then the simulation's events.
+func TestSimHooks(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`
+seed: 2
+requester: {nic: {type: cx5}}
+responder: {nic: {type: cx5}}
+traffic: {num-connections: 3, num-msgs-per-qp: 50, message-size: 1048576, mtu: 1024}
+`), "hooks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var setup [][2]int
+	var events []uint64
+	hooks := &SimHooks{
+		Setup: func(conns, total int) {
+			if len(events) > 0 {
+				t.Errorf("connection set-up reported after %d events", events[len(events)-1])
+			}
+			setup = append(setup, [2]int{conns, total})
+		},
+		Events: func(_ int64, ev uint64) { events = append(events, ev) },
+	}
+	if err := Run(sc, Options{OutDir: filepath.Join(t.TempDir(), "res"), SimHooks: hooks}); err != nil {
+		t.Fatal(err)
+	}
+	if len(setup) != 1 || setup[0] != [2]int{3, 3} {
+		t.Errorf("set-up reports %v, want [[3 3]]", setup)
+	}
+	// 150 messages of 1,024 packets: 153,600 data packets and their ACKs, several events each.
+	if len(events) < 2 || events[0] != SimHookEvery || events[1] != 2*SimHookEvery {
+		t.Errorf("event reports %v, want every %d", events, SimHookEvery)
+	}
+}
