@@ -21,10 +21,11 @@ func SimulateOnly(sc *scenario.Scenario) (mirrored uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	_, injectErr, err := switchSetup(sc, &cfg)
+	rec, injectErr, err := switchSetup(sc, &cfg)
 	if err != nil {
 		return 0, err
 	}
+	rec.Latest = true // as in runSim: no per-packet history
 	cfg.Dump = func(int, int64, []byte) { mirrored++ }
 	if _, err := netsim.Run(cfg); err != nil {
 		return 0, fmt.Errorf("simulation: %w", err)
