@@ -128,6 +128,9 @@ type analyzer struct {
 	maxViol  int
 	lastIdx  int
 	checks   []*Check
+	// stopped is, per connection of opts.Traffic, whether it ended with an error (stoppedOnError; made on
+	// first use, so that the lookup is not a scan of every connection's record for each connection).
+	stopped map[int]bool
 	// cnpDueLast is the configured limiter's state while replaying it over the triggers.
 	cnpDueLast map[scopeKey]int64
 	// discards is, per host role, how many packets the NIC's counters say it discarded after they passed the

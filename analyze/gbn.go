@@ -228,12 +228,16 @@ func (g *gbnState) finish(cs *connState, total int64, lastIdx int) {
 // stoppedOnError tells whether the traffic generator reported that the connection ended with an error (retries
 // exceeded, flushed...): its trace ends where the NIC gave up, so it cannot be complete.
 func (cs *connState) stoppedOnError() bool {
-	for _, t := range cs.a.opts.Traffic {
-		if t.Conn == cs.c.Index {
-			return t.Status != "" && t.Status != "ok"
+	a := cs.a
+	if a.stopped == nil {
+		a.stopped = make(map[int]bool, len(a.opts.Traffic))
+		for _, t := range a.opts.Traffic {
+			if _, seen := a.stopped[t.Conn]; !seen { // the first record of a connection decides
+				a.stopped[t.Conn] = t.Status != "" && t.Status != "ok"
+			}
 		}
 	}
-	return false
+	return a.stopped[cs.c.Index]
 }
 
 // completeness reports a connection that did not finish: the requester must have sent every packet, the

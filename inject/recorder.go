@@ -8,12 +8,25 @@ type Recorder struct {
 	Iter  []uint16 // Iter[seq-1]: the packet's retransmission round (saturated at 65535)
 	Conn  []int32  // Conn[seq-1]: its connection, -1 for packets of none
 	Event []uint8  // Event[seq-1]: the event applied to it (roce.EventType)
+	// Latest, when set, keeps the last mirrored packet's record only (and Iter, Conn, Event stay empty):
+	// Annotation answers for that packet alone. For a caller that takes each packet's annotation as it is
+	// mirrored (the simulator writing its trace as it runs), so that memory does not grow with the run.
+	Latest bool
+	last   struct {
+		seq  uint64
+		conn int32
+		iter uint16
+	}
 }
 
 // Process runs the injector on the frame and records the mirrored copy's metadata.
 func (r *Recorder) Process(now int64, inPort int, frame []byte, v *Verdict) {
 	r.Switch.Process(now, inPort, frame, v)
 	if v.Seq == 0 {
+		return
+	}
+	if r.Latest {
+		r.last.seq, r.last.conn, r.last.iter = v.Seq, int32(v.Conn), uint16(min(v.Iter, 0xffff))
 		return
 	}
 	for uint64(len(r.Iter)) < v.Seq {
@@ -30,6 +43,12 @@ func (r *Recorder) Process(now int64, inPort int, frame []byte, v *Verdict) {
 // for a sequence number the recorder never saw (or when Iter and Conn disagree, as a recorder rebuilt from a
 // remote agent's answer might).
 func (r *Recorder) Annotation(seq uint64) (conn, iter int, ok bool) {
+	if r.Latest {
+		if seq == 0 || seq != r.last.seq {
+			return 0, 0, false
+		}
+		return int(r.last.conn), int(r.last.iter), true
+	}
 	if seq == 0 || seq > uint64(len(r.Iter)) || len(r.Conn) != len(r.Iter) {
 		return 0, 0, false
 	}

@@ -36,6 +36,9 @@ type Config struct {
 	// Progress, if not nil, is called every ProgressEvery events (0: 1 M) with the simulated time.
 	Progress      func(simNs int64, events uint64)
 	ProgressEvery uint64
+	// SetupProgress, if not nil, hears how many of the run's connections (QP pairs) are set up, every 1,024
+	// and once all are, before any traffic: the progress of a run with tens of thousands of QPs from its start.
+	SetupProgress func(conns, total int)
 
 	// ForceIPSN, if not nil, gives the requester-side initial PSN of connection i (e.g. near 2^24 to exercise
 	// PSN wrap) instead of the seeded random one.

@@ -1,9 +1,11 @@
 package netsim
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 
 	"github.com/lumina-go/lumina/internal/des"
 	"github.com/lumina-go/lumina/lab"
@@ -56,6 +58,7 @@ type tcState struct {
 	weight float64
 	qps    []int32
 	rr     int
+	active activeSet // positions in qps whose QP is active
 	// ETS start-time fair queueing tag.
 	finish float64
 	// Non-work-conserving cap: token bucket at the class's guaranteed share.
@@ -208,23 +211,29 @@ func (h *host) pick(now int64) (qi int32, ci int32, wake int64) {
 			}
 			if t.tokens < 0 {
 				// Wait until the bucket is back to zero, if some QP of the class has something to send.
-				for _, q := range t.qps {
-					if h.qps[q].active {
-						note(now + int64(-t.tokens*8e9/t.capBps) + 1)
-						break
-					}
+				if t.active.count > 0 {
+					note(now + int64(-t.tokens*8e9/t.capBps) + 1)
 				}
 				continue
 			}
 		}
+		// The round robin from t.rr over the class's active QPs (the inactive ones are skipped without a look).
 		q := int32(-1)
-		n := len(t.qps)
-		for k := 0; k < n; k++ {
-			cand := t.qps[(t.rr+k)%n]
-			qs := h.qps[cand]
-			if !qs.active {
-				continue
+		for k, wrapped := t.active.next(t.rr), false; ; k = t.active.next(k + 1) {
+			if k < 0 {
+				if wrapped || t.rr == 0 {
+					break
+				}
+				wrapped = true
+				if k = t.active.next(0); k < 0 {
+					break
+				}
 			}
+			if wrapped && k >= t.rr {
+				break
+			}
+			cand := t.qps[k]
+			qs := h.qps[cand]
 			if qs.nextTx > now {
 				note(qs.nextTx)
 				continue
@@ -246,6 +255,16 @@ func (h *host) pick(now int64) (qi int32, ci int32, wake int64) {
 	return bestQ, best, wake
 }
 
+// setActive records whether the QP has packets to send, in the QP and in its class's active set.
+func (h *host) setActive(qs *qpState, on bool) {
+	qs.active = on
+	if on {
+		h.classes[qs.tc].active.set(qs.posInClass)
+	} else {
+		h.classes[qs.tc].active.clear(qs.posInClass)
+	}
+}
+
 // fill moves packets from the QPs into the transmit pipeline while it has room, then transmits.
 func (h *host) fill(s *sim) {
 	if h.filling {
@@ -263,7 +282,7 @@ func (h *host) fill(s *sim) {
 		h.pkt = rnic.Pkt{}
 		ok := qs.qp.NextPacket(s.now, &h.pkt)
 		if !ok {
-			qs.active = false
+			h.setActive(qs, false)
 			continue
 		}
 		t := &h.classes[ci]
@@ -437,7 +456,12 @@ func (qs *qpState) addTemplate(zops *zeroOps, e *roce.Packet, frame []byte) {
 	if e.Ext&^(roce.ExtRETH|roce.ExtAETH|roce.ExtImm) != 0 || e.IPHdrLen != roce.IPv4Len || e.NumVLANs != 0 {
 		return
 	}
-	t := template{op: e.BTH.Opcode, plen: e.PayloadLen, frame: append([]byte(nil), frame...), payOff: e.PayloadOffset}
+	payOff, end := e.PayloadOffset, len(frame)-roce.ICRCLen
+	if payOff > end || slices.ContainsFunc(frame[payOff:end], func(b byte) bool { return b != 0 }) {
+		return // patch rebuilds the payload (and pad) as zeros
+	}
+	t := template{op: e.BTH.Opcode, plen: e.PayloadLen, hdr: append([]byte(nil), frame[:payOff]...), flen: len(frame),
+		payOff: payOff, icrc: binary.LittleEndian.Uint32(frame[end:])}
 	off := e.BTHOffset + roce.BTHLen
 	if e.Has(roce.ExtRETH) {
 		t.hasRETH, t.rethOff = true, off
@@ -614,7 +638,7 @@ func (h *host) handleOut(s *sim, qs *qpState) {
 		s.gen.complete(s, qs.conn, &o.Completions[i])
 	}
 	if wake {
-		qs.active = true
+		h.setActive(qs, true)
 		h.fill(s)
 	}
 }

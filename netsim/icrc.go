@@ -56,7 +56,11 @@ func (t *byteTable) times(v uint32) uint32 {
 type zeroOps struct {
 	byteOp gf2
 	ops    map[int]*byteTable
-	sc     [128]byte // scratch for the masked headers (a local array would escape through crc32.Update)
+	// deltas and layouts: the ICRC-delta tables by the number of bytes after the changed one, and the
+	// templates' shared layouts (prepare).
+	deltas  map[int]*[256]uint32
+	layouts map[layoutKey]*layout
+	sc      [128]byte // scratch for the masked headers (a local array would escape through crc32.Update)
 }
 
 func newZeroOps() *zeroOps {
@@ -67,7 +71,8 @@ func newZeroOps() *zeroOps {
 	}
 	b2 := bit.mul(&bit)
 	b4 := b2.mul(&b2)
-	z := &zeroOps{byteOp: b4.mul(&b4), ops: map[int]*byteTable{}}
+	z := &zeroOps{byteOp: b4.mul(&b4), ops: map[int]*byteTable{}, deltas: map[int]*[256]uint32{},
+		layouts: map[layoutKey]*layout{}}
 	return z
 }
 
@@ -119,29 +124,56 @@ func (z *zeroOps) icrcZeroPayload(d []byte, payOff int) uint32 {
 	return z.extend(crc, len(d)-roce.ICRCLen-payOff)
 }
 
-// template is a frame AppendTo built for one (opcode, payload length) of a QP, with the offsets to patch.
+// template is a frame AppendTo built for one (opcode, payload length) of a QP, with the offsets to patch. It
+// keeps the headers only: the rest of the frame is the zero payload (and pad) and the ICRC, icrc.
 type template struct {
 	op                       roce.Opcode
 	plen                     int
-	frame                    []byte
+	hdr                      []byte // the frame's bytes before the payload
+	flen                     int    // the frame's length
 	payOff                   int
 	hasRETH, hasAETH, hasImm bool
 	rethOff, aethOff, immOff int
-	// The ICRC is linear in the frame bytes: a changed byte at pos[i] changes it by delta[i][old^new].
-	icrc  uint32
-	pos   []int
-	delta [][256]uint32
+	icrc                     uint32
+	lay                      *layout
 }
 
-// prepare computes the template's ICRC-delta tables for every byte patch may change (and the ICRC covers).
+// layout is what a template's ICRC patching needs and every template of the same shape shares (one per frame
+// length and header layout in a run, not one per QP): the ICRC is linear in the frame bytes, so a changed byte
+// at pos[i] changes it by delta[i][old^new].
+type layout struct {
+	pos   []int
+	delta []*[256]uint32
+}
+
+type layoutKey struct {
+	flen, rethOff, aethOff, immOff int // 0: absent
+}
+
+// prepare finds or builds the template's layout: the ICRC-delta tables for every byte patch may change (and
+// the ICRC covers).
 func (z *zeroOps) prepare(t *template) {
 	const l3 = roce.EthernetLen
 	const bth = l3 + roce.IPv4Len + roce.UDPLen
-	t.icrc = binary.LittleEndian.Uint32(t.frame[len(t.frame)-roce.ICRCLen:])
-	t.pos = append(t.pos, l3+4, l3+5, bth+1, bth+8, bth+9, bth+10, bth+11)
+	key := layoutKey{flen: t.flen}
+	if t.hasRETH {
+		key.rethOff = t.rethOff
+	}
+	if t.hasAETH {
+		key.aethOff = t.aethOff
+	}
+	if t.hasImm {
+		key.immOff = t.immOff
+	}
+	if l, ok := z.layouts[key]; ok {
+		t.lay = l
+		return
+	}
+	l := &layout{}
+	l.pos = append(l.pos, l3+4, l3+5, bth+1, bth+8, bth+9, bth+10, bth+11)
 	add := func(off, n int) {
 		for i := 0; i < n; i++ {
-			t.pos = append(t.pos, off+i)
+			l.pos = append(l.pos, off+i)
 		}
 	}
 	if t.hasRETH {
@@ -153,26 +185,45 @@ func (z *zeroOps) prepare(t *template) {
 	if t.hasImm {
 		add(t.immOff, roce.ImmLen)
 	}
-	t.delta = make([][256]uint32, len(t.pos))
-	end := len(t.frame) - roce.ICRCLen
-	for i, p := range t.pos {
-		op := z.op(end - p - 1)
-		for v := 0; v < 256; v++ {
-			t.delta[i][v] = op.times(crc32.IEEETable[v])
-		}
+	l.delta = make([]*[256]uint32, len(l.pos))
+	end := t.flen - roce.ICRCLen
+	for i, p := range l.pos {
+		l.delta[i] = z.deltaTable(end - p - 1)
 	}
+	z.layouts[key] = l
+	t.lay = l
+}
+
+// deltaTable returns the ICRC change of each value of a byte followed by n more bytes up to the ICRC.
+func (z *zeroOps) deltaTable(n int) *[256]uint32 {
+	if d, ok := z.deltas[n]; ok {
+		return d
+	}
+	d := new([256]uint32)
+	op := z.op(n)
+	for v := 0; v < 256; v++ {
+		d[v] = op.times(crc32.IEEETable[v])
+	}
+	z.deltas[n] = d
+	return d
 }
 
 // patch writes the per-packet fields of p (with the IPv4 TOS and identification) into a copy of the template
 // in dst and fixes the IPv4 checksum and the ICRC. same says dst still holds an unmodified frame of t.
 func (z *zeroOps) patch(t *template, dst []byte, same bool, p *rnic.Pkt, tos uint8, ipID uint16) []byte {
 	var d []byte
-	if same && cap(dst) >= len(t.frame) {
+	if same && cap(dst) >= t.flen {
 		// dst still holds a frame of this template: only the headers need rewriting.
-		d = dst[:len(t.frame)]
-		copy(d[:t.payOff], t.frame[:t.payOff])
+		d = dst[:t.flen]
+		copy(d[:t.payOff], t.hdr)
 	} else {
-		d = append(dst[:0], t.frame...)
+		d = append(dst[:0], t.hdr...)
+		if cap(d) >= t.flen {
+			d = d[:t.flen]
+			clear(d[t.payOff:])
+		} else {
+			d = append(d, make([]byte, t.flen-t.payOff)...)
+		}
 	}
 	const l3 = roce.EthernetLen
 	const bth = l3 + roce.IPv4Len + roce.UDPLen
@@ -205,12 +256,12 @@ func (z *zeroOps) patch(t *template, dst []byte, same bool, p *rnic.Pkt, tos uin
 		binary.BigEndian.PutUint32(d[t.immOff:], p.Imm)
 	}
 	crc := t.icrc
-	if d[bth+5] != t.frame[bth+5] || d[bth+6] != t.frame[bth+6] || d[bth+7] != t.frame[bth+7] {
+	if d[bth+5] != t.hdr[bth+5] || d[bth+6] != t.hdr[bth+6] || d[bth+7] != t.hdr[bth+7] {
 		crc = z.icrcZeroPayload(d, t.payOff) // a byte without a delta table changed
 	} else {
-		for i, p := range t.pos {
-			if x := d[p] ^ t.frame[p]; x != 0 {
-				crc ^= t.delta[i][x]
+		for i, p := range t.lay.pos {
+			if x := d[p] ^ t.hdr[p]; x != 0 {
+				crc ^= t.lay.delta[i][x]
 			}
 		}
 	}

@@ -193,7 +193,11 @@ func validateConfig(cfg *lab.Config) error {
 	if t.MsgsPerConn < 1 || t.MsgsPerConn > 1<<26 {
 		bad("traffic: messages per connection %d: want 1..2^26", t.MsgsPerConn)
 	}
-	if n := t.NumConns + t.NumSendConns + t.NumReadConns; n > 1<<16 {
+	n := t.NumConns
+	if t.Verb == "send_read" {
+		n = t.NumSendConns + t.NumReadConns
+	}
+	if n > 1<<16 {
 		bad("traffic: %d connections: want at most 65536", n)
 	}
 	for i, d := range t.DSCPList {
@@ -241,6 +245,15 @@ const (
 // Run simulates one scenario and returns its results. Bad configuration and run limits are errors; a run that
 // stops at a limit returns no result.
 func Run(cfg lab.Config) (*lab.Result, error) {
+	s, err := newSim(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.run()
+}
+
+// newSim builds a run's simulation: links, hosts, every connection's QPs (idle) and the switch logic.
+func newSim(cfg lab.Config) (*sim, error) {
 	if err := validateConfig(&cfg); err != nil {
 		return nil, err
 	}
@@ -301,7 +314,12 @@ func Run(cfg lab.Config) (*lab.Result, error) {
 	}
 	s.sw.logic = logic
 	s.sw.def, _ = logic.(*DefaultSwitch)
+	return s, nil
+}
 
+// run runs the traffic to its end and collects the result.
+func (s *sim) run() (*lab.Result, error) {
+	logic := s.sw.logic
 	res := &lab.Result{Conns: s.connMeta()}
 	res.Counters.Requester.Start = s.hosts[0].ctr.Snapshot()
 	res.Counters.Responder.Start = s.hosts[1].ctr.Snapshot()
@@ -353,6 +371,9 @@ func (s *sim) connMeta() []inject.ConnMeta {
 	}
 	return out
 }
+
+// setupProgressEvery is how many connections lab.Config.SetupProgress hears about at a time.
+const setupProgressEvery = 1024
 
 // setupConns creates every connection's pair of QPs with seeded QPNs and initial PSNs.
 func (s *sim) setupConns() error {
@@ -417,6 +438,9 @@ func (s *sim) setupConns() error {
 		sq.dataSink = verb != "read"
 		c := &s.gen.conns[i]
 		*c = connState{verb: verb, req: rq, resp: sq, postNs: make([]int64, t.MsgsPerConn)}
+		if cfg.SetupProgress != nil && ((i+1)%setupProgressEvery == 0 || i+1 == n) {
+			cfg.SetupProgress(i+1, n)
+		}
 		if verb == "send" {
 			wqes := t.RecvWQEs
 			if wqes <= 0 {
@@ -453,6 +477,7 @@ func (s *sim) newQP(side, conn int, verb string, qpn, peer uint32, sendIPSN, rxI
 	qs.tc = h.classOf(dscp)
 	qs.posInClass = len(h.classes[qs.tc].qps)
 	h.classes[qs.tc].qps = append(h.classes[qs.tc].qps, qs.idx)
+	h.classes[qs.tc].active.grow(len(h.classes[qs.tc].qps))
 	h.qps = append(h.qps, qs)
 	h.byQPN[qpn] = qs.idx
 	return qs, nil

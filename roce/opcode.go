@@ -161,7 +161,17 @@ var opInfo = [numOps]struct {
 
 // Valid reports whether the opcode is defined for its transport (IBTA vol. 1 table 35, plus CNP 0x81 of annex
 // A17 and the FLUSH/ATOMIC WRITE operations of release 1.5).
-func (o Opcode) Valid() bool {
+func (o Opcode) Valid() bool { return validOpcodes[o] }
+
+// validOpcodes is valid for every opcode: Valid is on every decoded packet's path.
+var validOpcodes = func() (t [256]bool) {
+	for i := range t {
+		t[i] = Opcode(i).valid()
+	}
+	return t
+}()
+
+func (o Opcode) valid() bool {
 	if o == CNP {
 		return true
 	}

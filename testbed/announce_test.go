@@ -69,9 +69,9 @@ func TestAnnounce(t *testing.T) {
 func TestValidatorRangesAreTestbedRanges(t *testing.T) {
 	const hosts = "requester: {nic: {type: cx5}}\nresponder: {nic: {type: cx5}}\n"
 	for _, traffic := range []string{
-		"{num-connections: 16384, num-msgs-per-qp: 1048576, message-size: 2147483647, tx-depth: 4096, min-retransmit-timeout: 31, max-retransmit-retry: 7, rnr-retry: 7, dscp-list: [0, 63], mtu: 4096}",
+		"{num-connections: 65536, num-msgs-per-qp: 1048576, message-size: 2147483647, tx-depth: 4096, min-retransmit-timeout: 31, max-retransmit-retry: 7, rnr-retry: 7, dscp-list: [0, 63], mtu: 4096}",
 		"{num-connections: 1, num-msgs-per-qp: 1, message-size: 1, tx-depth: 1, min-retransmit-timeout: 0, max-retransmit-retry: 0, rnr-retry: 0, mtu: 256}",
-		"{num-connections: \"16383,1\", rdma-verb: send_read}",
+		"{num-connections: \"65535,1\", rdma-verb: send_read}",
 	} {
 		sc, err := scenario.Parse([]byte(hosts+"traffic: "+traffic+"\nnetwork: {link-gbps: 100000, propagation-ns: 0, switch-latency-ns: 0, dumpers: 16}\n"), "x.yaml")
 		if err != nil {
@@ -81,9 +81,14 @@ func TestValidatorRangesAreTestbedRanges(t *testing.T) {
 			t.Errorf("%s: the validator accepts it, the testbed refuses it: %v", traffic, err)
 		}
 	}
-	for _, bad := range []string{"{message-size: 2147483648}", "{num-msgs-per-qp: 1048577}", "{num-connections: 16385}", "{tx-depth: 4097}"} {
+	for _, bad := range []string{"{message-size: 2147483648}", "{num-msgs-per-qp: 1048577}", "{num-connections: 65537}", "{tx-depth: 4097}"} {
 		if _, err := scenario.Parse([]byte(hosts+"traffic: "+bad+"\n"), "x.yaml"); err == nil || !strings.Contains(err.Error(), "out of range") {
 			t.Errorf("%s: %v, want the validator's out-of-range error", bad, err)
 		}
+	}
+	// Beyond the limit of 65,536 QPs in total as a send_read pair: refused naming the field and the limit.
+	_, err := scenario.Parse([]byte(hosts+"traffic: {num-connections: \"65536,1\", rdma-verb: send_read}\n"), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "traffic.num-connections") || !strings.Contains(err.Error(), "1..65536 QPs in total") {
+		t.Errorf("send_read 65536,1: %v, want the validator's error naming traffic.num-connections and 1..65536", err)
 	}
 }

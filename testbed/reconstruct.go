@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/trace"
@@ -37,13 +36,11 @@ func reconstruct(dir string, raw *rawResults, base int) error {
 	}
 	defer tf.Close()
 	bw := bufio.NewWriterSize(tf, 1<<20)
-	w, err := trace.NewPcapngWriter(bw, trace.PcapngWriterOptions{UserAppl: "lumina",
-		Comment:    "Lumina trace: mirrored packets in mirror-sequence order",
-		Interfaces: []trace.InterfaceSpec{{LinkType: trace.LinkTypeEthernet, SnapLen: 65535, Name: "switch-mirror"}}})
+	w, err := newTraceWriter(bw)
 	if err != nil {
 		return err
 	}
-	var sb strings.Builder
+	var comment []byte
 	var clock trace.Unwrap48 // the trace's timeline goes on across a wrap of the 48-bit mirror timestamps
 	for {
 		p, err := m.Next()
@@ -57,15 +54,9 @@ func reconstruct(dir string, raw *rawResults, base int) error {
 		if !ok {
 			return fmt.Errorf("merging dumps: packet without mirror metadata")
 		}
-		sb.Reset()
-		fmt.Fprintf(&sb, "event=%s seq=%d", mir.Event, mir.Seq)
-		if conn, iter, ok := raw.annotate(mir.Seq); ok && conn >= 0 {
-			if iter > 0 {
-				fmt.Fprintf(&sb, " iter=%d", iter)
-			}
-			fmt.Fprintf(&sb, " qp=%d", conn+base)
-		}
-		if err := w.WritePacket(0, clock.Extend(mir.TimestampNs), p.Data, p.OrigLen, sb.String()); err != nil {
+		conn, iter, ok := raw.annotate(mir.Seq)
+		comment = appendComment(comment[:0], mir, conn, iter, ok, base)
+		if err := w.WritePacket(0, clock.Extend(mir.TimestampNs), p.Data, p.OrigLen, string(comment)); err != nil {
 			return fmt.Errorf("writing trace: %w", err)
 		}
 	}

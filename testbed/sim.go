@@ -41,7 +41,32 @@ type Options struct {
 	// directory is moved into place: `lumina run` judges it there (verdict.Judge), so that analysis.json is
 	// part of the directory committed whole. An error from it aborts the run like the testbed's own.
 	Finish func(dir string) error
+
+	// SimHooks, if not nil, hear a simulator run's progress from its start (for a progress display; the
+	// lines on Progress do not need it).
+	SimHooks *SimHooks
+
+	// flushes, when not nil, runs the fsyncs a run starts early (the simulator's dumps and trace, while the
+	// verdict stage works); Run waits for them before it commits the directory (which fsyncs every file).
+	flushes *sync.WaitGroup
+	// recordAll keeps every mirrored packet's annotation in a simulator run (a test compares the trace it
+	// wrote as it ran with reconstruct's merge of its dumps).
+	recordAll bool
 }
+
+// SimHooks report a simulator run's progress while it runs. Both are called on the simulation's goroutine
+// and must return quickly.
+type SimHooks struct {
+	// Setup hears how many of the run's connections are set up, every 1,024 and once all are, before any
+	// traffic (a run of 65,536 connections spends a noticeable time there).
+	Setup func(conns, total int)
+	// Events hears the simulated time and the events so far, every SimHookEvery events.
+	Events func(simNs int64, events uint64)
+}
+
+// SimHookEvery is how many simulated events SimHooks.Events hears about at a time (also the interval of the
+// progress lines).
+const SimHookEvery = 200_000
 
 // Run runs the scenario on its testbed and writes the results directory: the effective scenario, the dumps,
 // the trace reconstructed from them, the counters and the traffic log (package resultsdir). Judging them is the
@@ -64,11 +89,13 @@ func Run(sc *scenario.Scenario, opts Options) error {
 	}
 	staged := opts
 	staged.OutDir = st.Dir
+	staged.flushes = new(sync.WaitGroup)
 	err = runStaged(sc, staged)
 	if err == nil && opts.Finish != nil {
 		meter(opts, "analyzing")
 		err = opts.Finish(st.Dir)
 	}
+	staged.flushes.Wait()
 	if err != nil {
 		var inv *InvalidRunError
 		if errors.As(err, &inv) {
@@ -102,6 +129,9 @@ func runStaged(sc *scenario.Scenario, opts Options) error {
 	raw, err := backend(sc, opts)
 	if err != nil {
 		return err
+	}
+	if raw.traceDone {
+		return nil
 	}
 	meter(opts, "reconstructing the trace")
 	return reconstruct(opts.OutDir, raw, sc.IndexBase)
@@ -193,6 +223,9 @@ func netsimConfig(sc *scenario.Scenario) (lab.Config, error) {
 // rawResults is what a testbed run leaves for the analysis besides the files.
 type rawResults struct {
 	annotate func(seq uint64) (conn, iter int, ok bool)
+	// traceDone: the testbed wrote trace.pcapng itself, exactly as reconstruct would from the dumps (the
+	// simulator: simstream.go).
+	traceDone bool
 }
 
 // dumpWrites is held while a dumper writes to its file.
@@ -203,13 +236,30 @@ var dumpWrites sync.Mutex
 // write short; readers take a capture up to its last whole packet).
 func Quiesce() { dumpWrites.Lock() }
 
-// dumper writes one dumper's mirrored frames as a nanosecond pcap, undoing the RSS port rewrite as Lumina's
-// dumper does before it writes.
+// dumper writes one dumper's mirrored frames as a nanosecond pcap (the RSS port rewrite undone, as Lumina's
+// dumper does before it writes: simStream.dump).
 type dumper struct {
-	w    *trace.PcapWriter
-	buf  []byte
-	port uint16
-	err  error
+	w   *trace.PcapWriter
+	err error
+}
+
+// write appends one record; after an error it writes nothing more and keeps the error.
+func (dp *dumper) write(ts int64, data []byte, orig int) error {
+	if dp.err != nil {
+		return dp.err
+	}
+	if dp.w.Available() < 16+len(data) {
+		// Write whole records only, and never while the process stops on a signal (Quiesce): an
+		// interrupted run leaves dumps cut at packet boundaries.
+		dumpWrites.Lock()
+		dp.err = dp.w.Flush()
+		dumpWrites.Unlock()
+		if dp.err != nil {
+			return dp.err
+		}
+	}
+	dp.err = dp.w.WritePacket(ts, data, orig)
+	return dp.err
 }
 
 // switchSetup gives a lab.Config (also the netns testbed's description) the injector built from the
@@ -260,21 +310,22 @@ func meter(opts Options, phase string) {
 	}
 }
 
-// progress sets the netsim progress callback: to Options.Meter, the packets mirrored so far against the
-// number expected; else a line per second to Options.Progress once a run takes more than a second.
+// progress sets the netsim progress callbacks: to Options.Meter, the connections set up, then the packets
+// mirrored so far against the number expected; else, to Options.Progress, a line per second while
+// connections are set up and, once a run takes more than a second, a line per second of the simulation.
 func progress(opts Options, sc *scenario.Scenario, cfg *lab.Config) {
 	if m := opts.Meter; m != nil {
 		pkts, _ := EstimateDumpBytes(sc)
 		total := pkts + int64(max(sc.Traffic.NumConnections, 1))*int64(max(sc.Traffic.NumMsgsPerQP, 1)) // and an ACK a message
-		var mirrored int64
+		var mirrored int64                                                                              // the simulation's goroutine calls both Dump and Progress
 		dump := cfg.Dump
 		cfg.Dump = func(d int, ts int64, frame []byte) {
 			mirrored++
 			dump(d, ts, frame)
 		}
-		cfg.ProgressEvery = 200_000
+		cfg.ProgressEvery = SimHookEvery
 		cfg.Progress = func(simNs int64, events uint64) { m("simulating", mirrored, total) }
-		m("simulating", 0, total)
+		cfg.SetupProgress = func(conns, total int) { m("setting up connections", int64(conns), int64(total)) }
 		return
 	}
 	w := opts.Progress
@@ -283,7 +334,7 @@ func progress(opts Options, sc *scenario.Scenario, cfg *lab.Config) {
 	}
 	start := time.Now()
 	last := start
-	cfg.ProgressEvery = 200_000
+	cfg.ProgressEvery = SimHookEvery
 	cfg.Progress = func(simNs int64, events uint64) {
 		now := time.Now()
 		if now.Sub(start) < time.Second || now.Sub(last) < time.Second {
@@ -292,6 +343,43 @@ func progress(opts Options, sc *scenario.Scenario, cfg *lab.Config) {
 		last = now
 		fmt.Fprintf(w, "lumina: simulating... %s simulated, %.1f M events, %.0fs\n",
 			fmtDuration(simNs), float64(events)/1e6, now.Sub(start).Seconds())
+	}
+	cfg.SetupProgress = func(conns, total int) {
+		now := time.Now()
+		if conns < total && now.Sub(last) < time.Second {
+			return
+		}
+		if conns == total && now.Sub(start) < time.Second {
+			return
+		}
+		last = now
+		fmt.Fprintf(w, "lumina: setting up connections... %d of %d, %.0fs\n", conns, total, now.Sub(start).Seconds())
+	}
+}
+
+// hook adds the SimHooks to the progress callbacks already set (progress).
+func hook(h *SimHooks, cfg *lab.Config) {
+	if h == nil {
+		return
+	}
+	cfg.ProgressEvery = SimHookEvery
+	if h.Events != nil {
+		prev := cfg.Progress
+		cfg.Progress = func(simNs int64, events uint64) {
+			if prev != nil {
+				prev(simNs, events)
+			}
+			h.Events(simNs, events)
+		}
+	}
+	if h.Setup != nil {
+		prev := cfg.SetupProgress
+		cfg.SetupProgress = func(conns, total int) {
+			if prev != nil {
+				prev(conns, total)
+			}
+			h.Setup(conns, total)
+		}
 	}
 }
 
@@ -304,6 +392,8 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The trace is written as packets are mirrored: the recorder need not remember them all (simstream.go).
+	rec.Latest = !opts.recordAll
 	dumps := make([]*dumper, cfg.Dumpers)
 	snap := sc.Network.SnapLen
 	if snap <= 0 {
@@ -320,43 +410,31 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		if err != nil {
 			return nil, err
 		}
-		dumps[i] = &dumper{w: w, port: uint16(sc.RewriteUDPDstPort)}
+		dumps[i] = &dumper{w: w}
 	}
-	cfg.Dump = func(d int, ts int64, frame []byte) {
-		dp := dumps[d]
-		if dp.err != nil {
-			return
-		}
-		dp.buf = append(dp.buf[:0], frame...)
-		if dp.port != 0 {
-			roce.UndoRSS(dp.buf, dp.port)
-		}
-		n := min(len(dp.buf), snap)
-		if dp.w.Available() < 16+n {
-			// Write whole records only, and never while the process stops on a signal (Quiesce): an
-			// interrupted run leaves dumps cut at packet boundaries.
-			dumpWrites.Lock()
-			dp.err = dp.w.Flush()
-			dumpWrites.Unlock()
-			if dp.err != nil {
-				return
-			}
-		}
-		dp.err = dp.w.WritePacket(ts, dp.buf[:n], len(dp.buf))
+	// The dumps and trace.pcapng are written by a second goroutine while the simulation runs (simstream.go).
+	st, err := newSimStream(opts.OutDir, dumps, snap, uint16(sc.RewriteUDPDstPort), sc.IndexBase, rec.Annotation)
+	if err != nil {
+		return nil, err
 	}
+	cfg.Dump = st.dump
 	progress(opts, sc, &cfg)
+	hook(opts.SimHooks, &cfg)
 
 	res, err := netsim.Run(cfg)
 	if *injectErr != nil {
+		st.abandon()
 		return nil, badInputf("%s: %w", sc.Path, *injectErr)
 	}
 	if err != nil {
+		st.abandon()
 		if strings.Contains(err.Error(), "run limit") {
 			return nil, fmt.Errorf("simulation: %w; the traffic needs more simulated time: raise network.run-timeout-ms (now %d)",
 				err, sc.Network.RunTimeoutMs)
 		}
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
+	traceErr := st.finish()
 	for i, dp := range dumps {
 		if dp.err == nil {
 			dumpWrites.Lock()
@@ -367,10 +445,30 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			return nil, fmt.Errorf("writing dumper %d: %w", i, dp.err)
 		}
 	}
+	if traceErr != nil {
+		return nil, traceErr
+	}
+	// The disk writes the dumps and the trace while the verdict stage reads them from memory.
+	if opts.flushes != nil {
+		paths := []string{filepath.Join(opts.OutDir, resultsdir.FileTrace)}
+		for i := range dumps {
+			paths = append(paths, filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
+		}
+		opts.flushes.Go(func() {
+			for _, p := range paths {
+				if f, err := os.Open(p); err == nil {
+					f.Sync() // an error shows again in the commit's own fsync, which reports it
+					f.Close()
+				}
+			}
+		})
+	}
 	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {
 		return nil, err
 	}
-	return rawOf(rec), nil
+	raw := rawOf(rec)
+	raw.traceDone = true
+	return raw, nil
 }
 
 func fmtDuration(ns int64) string {

@@ -135,7 +135,20 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 
 	doc := &Document{Version: version.Get(), Scenario: sc.Path, Testbed: sc.Testbed, Seed: sc.Seed, IndexBase: sc.IndexBase}
 	out.Doc = doc
+	// The analyzers run while the integrity check does (each reads the trace on its own core); their result
+	// counts only when the trace passes the check.
+	opts := analyzeOptions(sc, conns, &cf, out.Traffic)
+	type analysis struct {
+		an  *analyze.Analysis
+		err error
+	}
+	analyzed := make(chan analysis, 1)
+	go func() {
+		an, err := analyzeTrace(dir, opts)
+		analyzed <- analysis{an, err}
+	}()
 	integ, err := checkTrace(dir, cf)
+	res := <-analyzed
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +162,18 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 		return out, writeJSON(dir, resultsdir.FileAnalysis, doc)
 	}
 
-	opts := analyzeOptions(sc, conns, &cf, out.Traffic)
+	if res.err != nil {
+		return nil, res.err
+	}
+	doc.Analysis = res.an
+	if err := judge(sc, doc); err != nil {
+		return nil, err
+	}
+	return out, writeJSON(dir, resultsdir.FileAnalysis, doc)
+}
+
+// analyzeTrace runs the analyzers over the directory's trace.
+func analyzeTrace(dir string, opts analyze.Options) (*analyze.Analysis, error) {
 	f, err := trace.Open(filepath.Join(dir, resultsdir.FileTrace))
 	if err != nil {
 		return nil, badInputf("%w", err)
@@ -159,11 +183,7 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 	if err != nil {
 		return nil, fmt.Errorf("analyzing %s: %w", filepath.Join(dir, resultsdir.FileTrace), err)
 	}
-	doc.Analysis = an
-	if err := judge(sc, doc); err != nil {
-		return nil, err
-	}
-	return out, writeJSON(dir, resultsdir.FileAnalysis, doc)
+	return an, nil
 }
 
 // judge evaluates the scenario's expectations against the document and sets its verdict.

@@ -33,6 +33,8 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		histPath string
 		noHist   bool
 		html     bool
+		cpuProf  string
+		memProf  string
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO.yaml",
@@ -68,6 +70,15 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				}
 				return nil
 			}
+			stopProf, err := startRunProfile(cpuProf, memProf)
+			if err != nil {
+				return fail(exitBadArgs, err)
+			}
+			defer func() {
+				if err := stopProf(); err != nil {
+					fmt.Fprintf(stderr, "lumina: %v\n", err)
+				}
+			}()
 			mtr := newMeter(stderr, quiet, "lumina run", "", time.Second)
 			var progress io.Writer
 			if !quiet {
@@ -167,5 +178,9 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 	cmd.Flags().BoolVar(&noHist, "no-history", false, "do not record the run in the run history")
 	cmd.Flags().BoolVar(&html, "report", false, "also write the HTML report (lumina report) as report.html in the results directory")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print, host by host, every operation and command a remote run would execute; connect to nothing, write nothing")
+	cmd.Flags().StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	cmd.Flags().StringVar(&memProf, "memprofile", "", "write an allocation profile of the run to this file (go tool pprof)")
+	_ = cmd.Flags().MarkHidden("cpuprofile")
+	_ = cmd.Flags().MarkHidden("memprofile")
 	return cmd
 }
