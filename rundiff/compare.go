@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/lumina-go/lumina/verdict"
 )
 
 // Statuses of a compared metric.
@@ -106,7 +108,20 @@ func (ts Tolerances) of(d Def) Tolerance {
 	return d.Tolerance
 }
 
-var verdictRank = map[string]int{"pass": 0, "fail": 1, "invalid": 2}
+// VerdictError is the verdict the run history records for a run that reached no verdict (bad input, the
+// environment, the testbed failed).
+const VerdictError = "error"
+
+// verdictRank orders the verdicts from best to worst: a run that reached no verdict is the worst of all.
+var verdictRank = map[string]int{verdict.Pass: 0, verdict.Fail: 1, verdict.Invalid: 2, VerdictError: 3}
+
+// verdictWorse reports whether going from verdict a to b (a != b) is a regression: b ranks worse, or either
+// is a verdict this build does not know (nothing can vouch that it is not worse).
+func verdictWorse(a, b string) bool {
+	ra, okA := verdictRank[a]
+	rb, okB := verdictRank[b]
+	return !okA || !okB || rb > ra
+}
 
 // Compare compares run a (old) with run b (new), metric by metric (in the order of Defs, then any metric
 // not defined, by name, with a zero tolerance and Either).
@@ -115,7 +130,7 @@ func Compare(a, b *Run, tol Tolerances) *Result {
 		Regressed: []string{}, Improved: []string{}}
 	if a.Verdict != b.Verdict {
 		r.VerdictChanged = true
-		if verdictRank[b.Verdict] > verdictRank[a.Verdict] {
+		if verdictWorse(a.Verdict, b.Verdict) {
 			r.Regressed = append(r.Regressed, "verdict")
 		} else {
 			r.Improved = append(r.Improved, "verdict")

@@ -241,8 +241,12 @@ func LoadDir(dir string) (*Run, error) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("%w: %s: not an analysis document: %v", ErrInput, p, err)
 	}
-	if doc.Verdict == "" {
+	switch doc.Verdict {
+	case verdict.Pass, verdict.Fail, verdict.Invalid:
+	case "":
 		return nil, fmt.Errorf("%w: %s: no verdict in it; expected the analysis.json of lumina run", ErrInput, p)
+	default:
+		return nil, fmt.Errorf("%w: %s: verdict %q; expected %s, %s or %s", ErrInput, p, doc.Verdict, verdict.Pass, verdict.Fail, verdict.Invalid)
 	}
 	eff := filepath.Join(dir, resultsdir.FileScenario)
 	hash, err := HashScenario(eff)

@@ -2,8 +2,10 @@ package rundiff
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -173,5 +175,58 @@ func TestNICOf(t *testing.T) {
 		Responder: scenario.RemoteHost{ControlIP: "10.0.0.2", IfName: "ens1f0"}}
 	if got := NICOf(sc); got != "cx5@10.0.0.1:mlx5_0/e810@10.0.0.2:ens1f0" {
 		t.Errorf("remote: %q", got)
+	}
+}
+
+// A run that reached no verdict (error) is the worst outcome; a verdict this build does not know is a
+// regression whichever side it is on.
+func TestCompareVerdicts(t *testing.T) {
+	for _, c := range []struct {
+		a, b      string
+		regressed bool
+	}{
+		{"pass", "error", true},
+		{"fail", "error", true},
+		{"invalid", "error", true},
+		{"error", "pass", false},
+		{"error", "invalid", false},
+		{"pass", "maybe", true},
+		{"maybe", "pass", true},
+		{"fail", "", true},
+		{"invalid", "fail", false},
+	} {
+		r := Compare(run(c.a, Metrics{}), run(c.b, Metrics{}), nil)
+		if !r.VerdictChanged || r.Regression() != c.regressed {
+			t.Errorf("%q -> %q: verdict changed %v, regressed %v (%v); want regressed %v", c.a, c.b, r.VerdictChanged, r.Regression(), r.Regressed, c.regressed)
+		}
+	}
+}
+
+// LoadDir reads a results directory's verdict and refuses one it does not know.
+func TestLoadDirVerdicts(t *testing.T) {
+	sc, err := os.ReadFile("../examples/listing2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"pass", "fail", "invalid", "error", "PASS", "maybe", ""} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "scenario.yaml"), sc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		doc, _ := json.Marshal(map[string]any{"scenario": "listing2.yaml", "integrity": map[string]any{"ok": true}, "verdict": v})
+		if err := os.WriteFile(filepath.Join(dir, "analysis.json"), doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := LoadDir(dir)
+		switch v {
+		case "pass", "fail", "invalid":
+			if err != nil || r.Verdict != v {
+				t.Errorf("verdict %q: %+v, %v", v, r, err)
+			}
+		default:
+			if err == nil || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "verdict") {
+				t.Errorf("verdict %q accepted: %+v, %v; want a bad-input error naming the verdict", v, r, err)
+			}
+		}
 	}
 }

@@ -74,7 +74,7 @@ func (r *runRecord) finish(o *verdict.Outcome, dir string) {
 		return
 	}
 	defer r.db.Close()
-	f := history.Finish{Verdict: "error", ExitStatus: exitBadArgs, Time: time.Now(), Metrics: rundiff.Metrics{}}
+	f := history.Finish{Verdict: rundiff.VerdictError, ExitStatus: exitBadArgs, Time: time.Now(), Metrics: rundiff.Metrics{}}
 	if o != nil {
 		f.Verdict, f.ExitStatus, f.Metrics = o.Doc.Verdict, o.ExitCode(), rundiff.Extract(o.Doc)
 		dir = o.Dir
@@ -205,8 +205,8 @@ func newDiffCmd(stdout io.Writer) *cobra.Command {
 		Long: `diff compares run A (the old: firmware A, yesterday) with run B (the new), metric by metric: old and new
 value, change, the tolerance and which direction is worse, and whether it moved beyond the tolerance the
 worse way (REGRESSED) or the better way (improved). A and B are results directories of lumina run or ids
-in the run history (lumina history; "12" or "#12"). A verdict that gets worse (pass to fail or invalid)
-is a regression too.
+in the run history (lumina history; "12" or "#12"). A verdict that gets worse (pass, fail, invalid,
+error: best to worst), or changes to or from one lumina does not know, is a regression too.
 
 Metrics and default tolerances (a move counts when |new - old| > max(absolute, percentage x |old|)):
 ` + metricsHelp() + `
