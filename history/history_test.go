@@ -1,6 +1,8 @@
 package history
 
 import (
+	"crypto/sha256"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -170,5 +172,131 @@ func TestDefaultPath(t *testing.T) {
 		if got, err := DefaultPath(); err != nil || got != c.want {
 			t.Errorf("LUMINA_HISTORY=%q XDG_DATA_HOME=%q: %q %v, want %q", c.env, c.xdg, got, err, c.want)
 		}
+	}
+}
+
+// A path with '?', '#' or '%' in it names the file: it is never read as the start of the DSN's query.
+func TestPathWithURICharacters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a?b#c%20d")
+	p := filepath.Join(dir, "h?x#y.db")
+	d, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Begin(Start{Scenario: "s", Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	names, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "*"))
+	if len(names) != 1 || names[0] != dir {
+		t.Fatalf("the history's directory: %v; want only %s", names, dir)
+	}
+	if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+		t.Fatalf("the history is not at %s: %v", p, err)
+	}
+	r, err := OpenReader(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if runs, err := r.List(Filter{}); err != nil || len(runs) != 1 {
+		t.Errorf("reading %s: %d runs, %v; want 1", p, len(runs), err)
+	}
+}
+
+func fileSum(t *testing.T, p string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// A reader opens the history read-only (SQLite mode=ro, which holds even for root): it lists and gets runs from
+// a file and directory it may not write, writes nothing, and cannot write.
+func TestReaderIsReadOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "h")
+	p := filepath.Join(dir, "history.db")
+	w, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := w.Begin(Start{Scenario: "s", Time: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Complete(id, Finish{Verdict: "pass", Metrics: rundiff.Metrics{"packets": 10}, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	os.Chmod(p, 0o444)
+	os.Chmod(dir, 0o555)
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	before := fileSum(t, p)
+	r, err := OpenReader(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := r.List(Filter{})
+	if err != nil || len(runs) != 1 || runs[0].Run.Metrics["packets"] != 10 {
+		t.Errorf("List: %+v, %v", runs, err)
+	}
+	if e, err := r.Get(id); err != nil || e.Run.Verdict != "pass" {
+		t.Errorf("Get: %+v, %v", e, err)
+	}
+	if _, err := r.Begin(Start{Scenario: "x", Time: time.Now()}); err == nil || !strings.Contains(err.Error(), "readonly") {
+		t.Errorf("writing through a reader: %v; want SQLite's readonly error", err)
+	}
+	r.Close()
+	if fileSum(t, p) != before {
+		t.Error("reading the history changed the database file")
+	}
+	if _, err := OpenReader(filepath.Join(dir, "none.db")); err == nil {
+		t.Error("OpenReader of a missing file succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none.db")); err == nil {
+		t.Error("OpenReader created the missing file")
+	}
+}
+
+// A reader never migrates: an older schema stays as it is (version 0, no runs table, is refused as not a
+// history), a newer one is refused.
+func TestReaderNeverMigrates(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "h.db")
+	w, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.db.Exec(`DROP TABLE metrics`)
+	w.db.Exec(`DROP TABLE runs`)
+	if _, err := w.db.Exec(`PRAGMA user_version = 0`); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	version := func() int {
+		d, err := sql.Open("sqlite", "file:"+p+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		var v int
+		d.QueryRow(`PRAGMA user_version`).Scan(&v)
+		return v
+	}
+	if _, err := OpenReader(p); err == nil || !strings.Contains(err.Error(), "schema version 0") {
+		t.Errorf("reading a schema-0 database: %v; want a refusal naming schema version 0", err)
+	}
+	if v := version(); v != 0 {
+		t.Errorf("after a reader opened it, the schema is version %d; want 0 (no migration)", v)
+	}
+	w, err = Open(p) // a writer migrates
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.db.Exec(`PRAGMA user_version = 99`)
+	w.Close()
+	if _, err := OpenReader(p); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("reading a schema-99 database: %v; want a refusal naming the newer schema", err)
 	}
 }

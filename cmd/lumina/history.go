@@ -149,7 +149,8 @@ The history is an SQLite database at $` + history.EnvPath + `, else $XDG_DATA_HO
 	return cmd
 }
 
-// openHistory opens the history for reading commands; a missing database is bad input, never created.
+// openHistory opens the history for reading commands, read-only: a missing database is bad input, never
+// created, and reading needs no write access and never changes the schema.
 func openHistory(flag string) (*history.DB, error) {
 	path, err := historyPath(flag)
 	if err != nil {
@@ -158,7 +159,7 @@ func openHistory(flag string) (*history.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, badInput("the run history %s: %v; lumina run records runs there (or give --history PATH)", path, errors.Unwrap(err))
 	}
-	db, err := history.Open(path)
+	db, err := history.OpenReader(path)
 	if err != nil {
 		return nil, fail(exitBadArgs, err)
 	}

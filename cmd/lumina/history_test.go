@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -354,5 +355,74 @@ func TestHistoryUnwritable(t *testing.T) {
 	code, stdout, stderr := lumina(t, "run", good, "--out", t.TempDir(), "-q", "--history", filepath.Join(notDir, "h.db"))
 	if code != 0 || !strings.Contains(stdout, "PASS") || !strings.Contains(stderr, "warning: this run is not recorded in the history") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// lumina history and lumina diff read a history they may not write: as nobody (runuser, when the tests run as
+// root) on a database and directory of mode 0444/0555 owned by root, they list and compare, and the file is
+// unchanged (no migration, no journal replay).
+func TestHistoryReadOnly(t *testing.T) {
+	base, err := os.MkdirTemp("", "lumina-history-ro-") // t.TempDir's parent is closed to nobody
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o755)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	dir := filepath.Join(base, "h")
+	hist := filepath.Join(dir, "history.db")
+	sc := writeFile(t, "ok.yaml", scenarioOK)
+	for i := range 2 {
+		if code, _, e := lumina(t, "run", sc, "--out", filepath.Join(base, fmt.Sprint(i)), "-q", "--history", hist); code != 0 {
+			t.Fatalf("run: exit %d %s", code, e)
+		}
+	}
+	os.Chmod(hist, 0o444)
+	os.Chmod(dir, 0o555)
+	before, err := os.ReadFile(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary, where nobody can run it.
+	bin := filepath.Join(base, "lumina.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(args ...string) (int, string, string) {
+		var cmd *exec.Cmd
+		if os.Geteuid() == 0 {
+			cmd = exec.Command("runuser", "-u", "nobody", "--", bin, "-test.run=^$")
+		} else {
+			cmd = exec.Command(bin, "-test.run=^$")
+		}
+		cmd.Dir = base
+		cmd.Env = append(os.Environ(), envMain+"="+strings.Join(args, "\x1f"), "HOME="+base)
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := 0
+		if x, ok := err.(*exec.ExitError); ok {
+			code = x.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", cmd.Args, err)
+		}
+		return code, o.String(), e.String()
+	}
+	// nobody runs the binary, and really cannot write there.
+	if code, _, e := asNobody("run", sc, "--out", filepath.Join(dir, "out"), "-q", "--no-history"); code != 2 || !strings.Contains(e, "permission denied") {
+		t.Fatalf("a run as nobody into the read-only directory: exit %d %s; want 2, permission denied (else the test proves nothing)", code, e)
+	}
+	if code, out, e := asNobody("history", "--history", hist); code != 0 || strings.Count(out, "pass") != 2 {
+		t.Errorf("history as nobody on a read-only database: exit %d\n%s%s", code, out, e)
+	}
+	if code, out, e := asNobody("diff", "--history", hist, "1", "2"); code != 0 || !strings.Contains(out, "no regression") {
+		t.Errorf("diff as nobody on a read-only database: exit %d\n%s%s", code, out, e)
+	}
+	after, err := os.ReadFile(hist)
+	if err != nil || string(after) != string(before) {
+		t.Errorf("reading changed the history file (%v)", err)
 	}
 }
