@@ -16,9 +16,33 @@ const (
 	StatusWithin    = "within"    // moved, within its tolerance
 	StatusImproved  = "improved"  // moved beyond its tolerance the better way
 	StatusRegressed = "regressed" // moved beyond its tolerance the worse way (or either way, for Either)
-	StatusOnlyA     = "only-a"    // the new run has no value (e.g. no retransmission to time)
+	StatusOnlyA     = "only-a"    // the new run has no value and may lack it (no retransmission left to time)
 	StatusOnlyB     = "only-b"    // the old run had no value
 )
+
+// GoneWith names, per metric that may legitimately disappear from the new run, the count that explains it: a
+// latency over retransmissions has no value when there is no retransmission left, the timeout interval none
+// when there is no timeout. Any other metric the old run had and the new one lacks (or one of these while the
+// count is not 0) is a regression: the new run lost a measurement.
+var GoneWith = map[string]string{
+	"nack_generation_us_mean":  "retransmissions",
+	"nack_generation_us_max":   "retransmissions",
+	"nack_reaction_us_mean":    "retransmissions",
+	"nack_reaction_us_max":     "retransmissions",
+	"retx_latency_us_mean":     "retransmissions",
+	"retx_latency_us_max":      "retransmissions",
+	"timeout_interval_us_mean": "timeouts",
+}
+
+// mayLack reports whether run m may lack metric name: its explaining count is there and 0.
+func mayLack(m Metrics, name string) bool {
+	c, ok := GoneWith[name]
+	if !ok {
+		return false
+	}
+	n, ok := m[c]
+	return ok && n == 0
+}
 
 // Row is one metric of the comparison. Old and New are absent when that run has no value; Change is
 // New - Old and ChangePct its share of |Old| (absent when Old is 0).
@@ -157,8 +181,10 @@ func Compare(a, b *Run, tol Tolerances) *Result {
 		}
 		row := Row{Metric: d.Name, Unit: d.Unit, Tolerance: tol.of(d), Worse: d.Worse}
 		switch {
-		case !okB:
+		case !okB && mayLack(b.Metrics, d.Name):
 			row.Old, row.Status = ptr(ov), StatusOnlyA
+		case !okB:
+			row.Old, row.Moved, row.Status = ptr(ov), true, StatusRegressed
 		case !okA:
 			row.New, row.Status = ptr(nv), StatusOnlyB
 		default:

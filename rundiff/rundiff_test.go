@@ -78,7 +78,7 @@ func TestCompare(t *testing.T) {
 		"mct_us_mean":           StatusWithin,    // +9% of 10%
 		"goodput_gbps":          StatusRegressed, // -10% of 5%, lower is worse
 		"cnps":                  StatusRegressed, // -20%, either way counts
-		"nack_reaction_us_mean": StatusOnlyA,
+		"nack_reaction_us_mean": StatusRegressed, // gone while b still retransmits
 		"timeouts":              StatusOnlyB,
 		"custom":                StatusSame,
 	}
@@ -87,17 +87,17 @@ func TestCompare(t *testing.T) {
 			t.Errorf("%s: %s, want %s", k, status[k], v)
 		}
 	}
-	if len(r.Rows) != len(want) || strings.Join(r.Regressed, ",") != "cnps,goodput_gbps" || !r.Regression() || !r.SameScenario {
+	if len(r.Rows) != len(want) || strings.Join(r.Regressed, ",") != "nack_reaction_us_mean,cnps,goodput_gbps" || !r.Regression() || !r.SameScenario {
 		t.Errorf("rows %d, regressed %v, same scenario %v", len(r.Rows), r.Regressed, r.SameScenario)
 	}
 	// Overrides: goodput may move 20%, everything else 25%.
 	r = Compare(a, b, Tolerances{"goodput_gbps": {Rel: 0.2}, "*": {Rel: 0.25}})
-	if r.Regression() {
-		t.Errorf("with wide tolerances: regressed %v", r.Regressed)
+	if strings.Join(r.Regressed, ",") != "nack_reaction_us_mean" {
+		t.Errorf("with wide tolerances: regressed %v; want only the metric gone (no tolerance covers a lost value)", r.Regressed)
 	}
 	// Better the other way; a pass becoming fail is a regression by itself.
 	r = Compare(b, a, nil)
-	if strings.Join(r.Improved, ",") != "goodput_gbps" || strings.Join(r.Regressed, ",") != "cnps" {
+	if strings.Join(r.Improved, ",") != "goodput_gbps" || strings.Join(r.Regressed, ",") != "timeouts,cnps" {
 		t.Errorf("b -> a: improved %v regressed %v", r.Improved, r.Regressed)
 	}
 	r = Compare(run("pass", Metrics{}), run("fail", Metrics{}), nil)
@@ -120,7 +120,7 @@ func TestCompare(t *testing.T) {
 	}
 	var out strings.Builder
 	WriteText(&out, Compare(a, b, nil))
-	if !strings.Contains(out.String(), "REGRESSED") || !strings.Contains(out.String(), "REGRESSION: 2 metric(s)") {
+	if !strings.Contains(out.String(), "REGRESSED") || !strings.Contains(out.String(), "REGRESSION: 3 metric(s)") {
 		t.Errorf("text:\n%s", out.String())
 	}
 }
@@ -227,6 +227,45 @@ func TestLoadDirVerdicts(t *testing.T) {
 			if err == nil || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "verdict") {
 				t.Errorf("verdict %q accepted: %+v, %v; want a bad-input error naming the verdict", v, r, err)
 			}
+		}
+	}
+}
+
+// A metric the old run had and the new one lacks is a regression, unless its explaining count (GoneWith) is 0
+// in the new run: no retransmission left to time, no timeout to space.
+func TestCompareMissing(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		b      Metrics
+		status string
+	}{
+		{"retx_latency_us_mean", Metrics{"retransmissions": 0}, StatusOnlyA},
+		{"retx_latency_us_mean", Metrics{"retransmissions": 1}, StatusRegressed},
+		{"retx_latency_us_mean", Metrics{}, StatusRegressed},
+		{"nack_generation_us_max", Metrics{"retransmissions": 0}, StatusOnlyA},
+		{"timeout_interval_us_mean", Metrics{"timeouts": 0}, StatusOnlyA},
+		{"timeout_interval_us_mean", Metrics{"timeouts": 2, "retransmissions": 0}, StatusRegressed},
+		{"mct_us_mean", Metrics{"retransmissions": 0}, StatusRegressed},
+		{"goodput_gbps", Metrics{}, StatusRegressed},
+		{"packets", Metrics{}, StatusRegressed},
+	} {
+		r := Compare(run("pass", Metrics{c.name: 5}), run("pass", c.b), nil)
+		var got *Row
+		for i := range r.Rows {
+			if r.Rows[i].Metric == c.name {
+				got = &r.Rows[i]
+			}
+		}
+		if got == nil || got.Status != c.status || got.New != nil || (c.status == StatusRegressed) != contains(r.Regressed, c.name) {
+			t.Errorf("%s gone, new run %v: %+v, regressed %v; want %s", c.name, c.b, got, r.Regressed, c.status)
+		}
+	}
+	for name, count := range GoneWith {
+		if _, ok := DefOf(name); !ok {
+			t.Errorf("GoneWith names an unknown metric %s", name)
+		}
+		if _, ok := DefOf(count); !ok {
+			t.Errorf("GoneWith explains %s by an unknown metric %s", name, count)
 		}
 	}
 }
