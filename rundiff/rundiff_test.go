@@ -269,3 +269,11 @@ func TestCompareMissing(t *testing.T) {
 		}
 	}
 }
+
+// Fewer packets is no improvement: a NIC that stops sending CNPs or ACKs sends fewer.
+func TestPacketsEitherWay(t *testing.T) {
+	r := Compare(run("pass", Metrics{"packets": 1000}), run("pass", Metrics{"packets": 900}), nil)
+	if !contains(r.Regressed, "packets") {
+		t.Errorf("1000 -> 900 packets: regressed %v improved %v; want packets regressed", r.Regressed, r.Improved)
+	}
+}
