@@ -47,13 +47,16 @@ func mayLack(m Metrics, name string) bool {
 // Row is one metric of the comparison. Old and New are absent when that run has no value; Change is
 // New - Old and ChangePct its share of |Old| (absent when Old is 0).
 type Row struct {
-	Metric    string    `json:"metric"`
-	Unit      string    `json:"unit"`
-	Old       *float64  `json:"old"`
-	New       *float64  `json:"new"`
-	Change    *float64  `json:"change"`
-	ChangePct *float64  `json:"change_pct"`
+	Metric    string   `json:"metric"`
+	Unit      string   `json:"unit"`
+	Old       *float64 `json:"old"`
+	New       *float64 `json:"new"`
+	Change    *float64 `json:"change"`
+	ChangePct *float64 `json:"change_pct"`
+	// Tolerance is the metric's tolerance as applied (a count's percentage with its floor, CountFloor), and
+	// Allowed the move it allows from Old (absent without both values).
 	Tolerance Tolerance `json:"tolerance"`
+	Allowed   *float64  `json:"allowed"`
 	Worse     Direction `json:"worse"`
 	// Moved: the change is beyond the tolerance.
 	Moved  bool   `json:"moved"`
@@ -179,7 +182,7 @@ func Compare(a, b *Run, tol Tolerances) *Result {
 		if !okA && !okB {
 			continue
 		}
-		row := Row{Metric: d.Name, Unit: d.Unit, Tolerance: tol.of(d), Worse: d.Worse}
+		row := Row{Metric: d.Name, Unit: d.Unit, Tolerance: tol.of(d).effective(d), Worse: d.Worse}
 		switch {
 		case !okB && mayLack(b.Metrics, d.Name):
 			row.Old, row.Status = ptr(ov), StatusOnlyA
@@ -192,6 +195,7 @@ func Compare(a, b *Run, tol Tolerances) *Result {
 			if ov != 0 {
 				row.ChangePct = ptr((nv - ov) / math.Abs(ov) * 100)
 			}
+			row.Allowed = ptr(row.Tolerance.Allowed(ov))
 			row.Moved = row.Tolerance.exceeds(ov, nv)
 			switch {
 			case nv == ov:

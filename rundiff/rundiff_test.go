@@ -277,3 +277,28 @@ func TestPacketsEitherWay(t *testing.T) {
 		t.Errorf("1000 -> 900 packets: regressed %v improved %v; want packets regressed", r.Regressed, r.Improved)
 	}
 }
+
+// A percentage of a count allows at least one; the table and the JSON say what each tolerance allows.
+func TestCountFloor(t *testing.T) {
+	r := Compare(run("pass", Metrics{"cnps": 0, "mct_us_mean": 0}), run("pass", Metrics{"cnps": 1, "mct_us_mean": 1}), Tolerances{"*": {Rel: 0.1}})
+	st := map[string]Row{}
+	for _, row := range r.Rows {
+		st[row.Metric] = row
+	}
+	if c := st["cnps"]; c.Status != StatusWithin || c.Tolerance != (Tolerance{Rel: 0.1, Abs: 1}) || c.Allowed == nil || *c.Allowed != 1 {
+		t.Errorf("cnps 0 -> 1 at 10%%: %+v; want within, tolerance 10%% or 1, allowed 1", c)
+	}
+	if m := st["mct_us_mean"]; m.Status != StatusRegressed || m.Allowed == nil || *m.Allowed != 0 {
+		t.Errorf("mct_us_mean 0 -> 1 at 10%%: %+v; want regressed (a latency has no floor), allowed 0", m)
+	}
+	var out strings.Builder
+	WriteText(&out, r)
+	for _, want := range []string{"10% or 1 = ±1", "10% = ±0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if c := Compare(run("pass", Metrics{"cnps": 0}), run("pass", Metrics{"cnps": 2}), nil); !contains(c.Regressed, "cnps") {
+		t.Errorf("cnps 0 -> 2 at the default: regressed %v; want cnps", c.Regressed)
+	}
+}

@@ -26,7 +26,7 @@ func WriteText(w io.Writer, r *Result) {
 	}
 	for _, row := range r.Rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Metric, num(row.Old), num(row.New), signed(row.Change),
-			pct(row.ChangePct), row.Tolerance, row.Worse, mark(row.Status))
+			pct(row.ChangePct), tolerance(row), row.Worse, mark(row.Status))
 	}
 	tw.Flush()
 	if r.Regression() {
@@ -65,4 +65,12 @@ func pct(f *float64) string {
 		return ""
 	}
 	return fmt.Sprintf("(%+.1f%%)", *f)
+}
+
+// tolerance prints a row's tolerance, and the move it allows from the old value when that is a percentage's.
+func tolerance(row Row) string {
+	if row.Tolerance.Rel == 0 || row.Allowed == nil {
+		return row.Tolerance.String()
+	}
+	return row.Tolerance.String() + " = ±" + num(row.Allowed)
 }

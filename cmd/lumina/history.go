@@ -291,7 +291,7 @@ func loadRun(arg, path string, db **history.DB) (*rundiff.Run, error) {
 func metricsHelp() string {
 	var b strings.Builder
 	for _, d := range rundiff.Defs {
-		fmt.Fprintf(&b, "  %-25s %-6s worse %-6s tolerance %-5s %s\n", d.Name, d.Unit, d.Worse, d.Tolerance, d.Help)
+		fmt.Fprintf(&b, "  %-25s %-6s worse %-6s tolerance %-8s %s\n", d.Name, d.Unit, d.Worse, d.Tolerance, d.Help)
 	}
 	return b.String()
 }
