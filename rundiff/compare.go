@@ -99,6 +99,7 @@ func ParseTolerance(s string) (string, Tolerance, error) {
 		return "", Tolerance{}, fmt.Errorf("tolerance %q: no metric %q; the metrics are %s", s, name, strings.Join(Names(), ", "))
 	}
 	var t Tolerance
+	var havePct, haveAbs bool
 	for _, part := range strings.Split(val, ",") {
 		part = strings.TrimSpace(part)
 		pct := strings.HasSuffix(part, "%")
@@ -107,9 +108,15 @@ func ParseTolerance(s string) (string, Tolerance, error) {
 			return "", Tolerance{}, fmt.Errorf("tolerance %q: %q is not a non-negative number or percentage", s, part)
 		}
 		if pct {
-			t.Rel = f / 100
+			if havePct {
+				return "", Tolerance{}, fmt.Errorf("tolerance %q: two percentages; want at most one percentage and one amount (10%%,2)", s)
+			}
+			havePct, t.Rel = true, f/100
 		} else {
-			t.Abs = f
+			if haveAbs {
+				return "", Tolerance{}, fmt.Errorf("tolerance %q: two amounts; want at most one percentage and one amount (10%%,2)", s)
+			}
+			haveAbs, t.Abs = true, f
 		}
 	}
 	return name, t, nil

@@ -135,13 +135,14 @@ func TestParseTolerance(t *testing.T) {
 		{"mct_us_mean=15%", "mct_us_mean", Tolerance{Rel: 0.15}},
 		{"nack_reaction_us_mean=10%,0.5", "nack_reaction_us_mean", Tolerance{Rel: 0.1, Abs: 0.5}},
 		{"*=5%", "*", Tolerance{Rel: 0.05}},
+		{"mct_us_mean=2, 10%", "mct_us_mean", Tolerance{Rel: 0.1, Abs: 2}},
 	} {
 		name, tol, err := ParseTolerance(c.in)
 		if err != nil || name != c.name || tol != c.tol {
 			t.Errorf("%s: %s %+v %v", c.in, name, tol, err)
 		}
 	}
-	for _, bad := range []string{"", "packets", "packets=", "nope=1", "packets=x", "packets=-1", "packets=NaN%"} {
+	for _, bad := range []string{"", "packets", "packets=", "nope=1", "packets=x", "packets=-1", "packets=NaN%", "mct_us_mean=10%,5%", "mct_us_mean=1,2", "mct_us_mean=10%,1,5%", "mct_us_mean=10%,"} {
 		if _, _, err := ParseTolerance(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

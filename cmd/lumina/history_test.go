@@ -191,6 +191,7 @@ func TestDiffAndHistory(t *testing.T) {
 		{[]string{"diff", base, dirs["a"]}, "not a results directory"},
 		{[]string{"diff", dirs["a"], dirs["b"], "--tolerance", "bogus=1"}, "no metric \"bogus\""},
 		{[]string{"diff", dirs["a"], dirs["b"], "--tolerance", "packets=-1"}, "non-negative"},
+		{[]string{"diff", dirs["a"], dirs["b"], "--tolerance", "mct_us_mean=10%,5%"}, "two percentages"},
 		{[]string{"diff", dirs["a"]}, "accepts 2 arg"},
 		{[]string{"history", "--history", filepath.Join(base, "none.db")}, "none.db"},
 		{[]string{"history", "--history", hist, "--limit", "-1"}, "--limit"},
