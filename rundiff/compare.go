@@ -67,7 +67,7 @@ type Row struct {
 type Result struct {
 	A    *Run  `json:"a"`
 	B    *Run  `json:"b"`
-	Rows []Row `json:"metrics"`
+	Rows []Row `json:"rows"`
 	// VerdictChanged is set when the runs' verdicts differ; a pass becoming fail or invalid is a regression.
 	VerdictChanged bool `json:"verdict_changed"`
 	// SameScenario: both runs ran the same effective scenario (same hash); a comparison of different

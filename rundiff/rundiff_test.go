@@ -120,7 +120,7 @@ func TestCompare(t *testing.T) {
 	}
 	var out strings.Builder
 	WriteText(&out, Compare(a, b, nil))
-	if !strings.Contains(out.String(), "REGRESSED") || !strings.Contains(out.String(), "REGRESSION: 3 metric(s)") {
+	if !strings.Contains(out.String(), "REGRESSED") || !strings.Contains(out.String(), "REGRESSION: 3 metric(s) regressed") {
 		t.Errorf("text:\n%s", out.String())
 	}
 }
@@ -301,5 +301,36 @@ func TestCountFloor(t *testing.T) {
 	}
 	if c := Compare(run("pass", Metrics{"cnps": 0}), run("pass", Metrics{"cnps": 2}), nil); !contains(c.Regressed, "cnps") {
 		t.Errorf("cnps 0 -> 2 at the default: regressed %v; want cnps", c.Regressed)
+	}
+}
+
+// The text counts the verdict apart from the metrics, and says when only the seed can explain a different hash.
+func TestTextNotes(t *testing.T) {
+	a := &Run{Label: "a", ScenarioHash: "h1", Seed: 1, Verdict: "pass", Metrics: Metrics{"retransmissions": 1}}
+	b := &Run{Label: "b", ScenarioHash: "h2", Seed: 2, Verdict: "fail", Metrics: Metrics{"retransmissions": 2}}
+	var out strings.Builder
+	WriteText(&out, Compare(a, b, nil))
+	for _, want := range []string{"REGRESSION: the verdict got worse (pass -> fail); 1 metric(s) regressed", "seeds differ (1, 2)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "different tests") {
+		t.Errorf("text calls runs of different seeds different tests:\n%s", out.String())
+	}
+	b.Seed, b.Metrics = 1, Metrics{"retransmissions": 1}
+	out.Reset()
+	WriteText(&out, Compare(a, b, nil))
+	for _, want := range []string{"REGRESSION: the verdict got worse (pass -> fail); no metric regressed\n", "different tests"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, out.String())
+		}
+	}
+	// The JSON has the run's metrics under a.metrics and the comparison's rows under rows.
+	j, _ := json.Marshal(Compare(a, b, nil))
+	var doc map[string]json.RawMessage
+	json.Unmarshal(j, &doc)
+	if _, ok := doc["rows"]; !ok || doc["metrics"] != nil {
+		t.Errorf("JSON keys: %s", j)
 	}
 }

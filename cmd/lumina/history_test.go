@@ -54,7 +54,7 @@ type diffDoc struct {
 		Change *float64 `json:"change"`
 		Moved  bool     `json:"moved"`
 		Status string   `json:"status"`
-	} `json:"metrics"`
+	} `json:"rows"`
 	Regressed    []string `json:"regressed"`
 	Improved     []string `json:"improved"`
 	SameScenario bool     `json:"same_scenario"`
