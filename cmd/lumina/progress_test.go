@@ -174,3 +174,37 @@ func TestSearchProgress(t *testing.T) {
 		}
 	}
 }
+
+// LUMINA_PROGRESS=off is --quiet's silence on standard error: no meter, and no progress writer for the testbed
+// to fall back to (a run of 1000 connections announces itself there before it starts).
+func TestRunProgressOff(t *testing.T) {
+	sc := writeFile(t, "many.yaml", `
+seed: 1
+requester: {nic: {type: cx5}}
+responder: {nic: {type: cx5}}
+traffic:
+  num-connections: 1000
+  num-msgs-per-qp: 1
+  message-size: 1000
+expect:
+  - integrity: ok
+`)
+	for _, c := range []struct {
+		env  string
+		want string
+	}{
+		{"lines", "lumina: preparing 1000 connection(s)"},
+		{"off", ""},
+	} {
+		f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, code := luminaWith(t, f, []string{envProgressMode + "=" + c.env}, "run", sc, "--out", filepath.Join(t.TempDir(), "out"), "--no-history")
+		f.Close()
+		e, _ := os.ReadFile(f.Name())
+		if code != 0 || (c.want == "") != (len(e) == 0) || !strings.Contains(string(e), c.want) {
+			t.Errorf("%s=%s: exit %d, stderr %q; want exit 0 and %q", envProgressMode, c.env, code, e, c.want)
+		}
+	}
+}

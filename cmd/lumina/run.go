@@ -67,8 +67,10 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				return nil
 			}
 			mtr := newMeter(stderr, quiet, "lumina run", "", time.Second)
+			// No meter (--quiet, LUMINA_PROGRESS=off): no progress writer either, so that the testbed does not
+			// fall back to its own progress lines.
 			var progress io.Writer
-			if !quiet {
+			if mtr != nil {
 				progress = mtr.Writer(stderr)
 			}
 			// Ctrl-C or a kill: say where the partial results are and that they are marked, then stop. The
