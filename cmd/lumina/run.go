@@ -90,6 +90,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 						name = "SIGINT (Ctrl-C)"
 					}
 					testbed.Quiesce()
+					mtr.Abort() // the bar off its line before the message; no "done"
 					if d, _ := staging.Load().(string); d != "" && resultsdir.MarkInterrupted(d, name) {
 						fmt.Fprintf(stderr, "lumina: %s: stopped; the partial results in %s are marked %s (lumina analyze refuses them); %s is unchanged\n",
 							name, d, resultsdir.FileIncomplete, out)
@@ -112,7 +113,11 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 					o, err = verdict.Judge(d, sc)
 					return err
 				}})
-			mtr.Done()
+			if err != nil {
+				mtr.Abort() // an error or an invalid run follows: never "done"
+			} else {
+				mtr.Done()
+			}
 			var invalid *testbed.InvalidRunError
 			switch {
 			case errors.As(err, &invalid):

@@ -75,7 +75,11 @@ answers whether that narrowed space holds an anomaly: exit status 1 when it does
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			res, err := search.RunDir(ctx, ev, cfg, search.DirOptions{Dir: out, Profile: profile, Resume: resume})
-			mtr.Done()
+			if err != nil {
+				mtr.Abort()
+			} else {
+				mtr.Done()
+			}
 			if err != nil {
 				if res == nil {
 					return badInput("%v", err)
