@@ -257,7 +257,7 @@ func (d *DB) Begin(s Start) (int64, error) {
 // Finish is what a run decided.
 type Finish struct {
 	ScenarioHash string
-	ResultsDir   string // where the results ended up (a staging directory for an invalid run)
+	ResultsDir   string // where the results ended up (a staging directory for an invalid run; for an error the partial directory left, or "")
 	Verdict      string // pass | fail | invalid | error (no verdict reached)
 	ExitStatus   int
 	Metrics      rundiff.Metrics

@@ -48,8 +48,9 @@ func startRecord(flag string, sc *scenario.Scenario, out string, stderr io.Write
 		var db *history.DB
 		if db, err = history.Open(path); err == nil {
 			abs, _ := filepath.Abs(out)
+			scPath, _ := filepath.Abs(sc.Path)
 			var id int64
-			id, err = db.Begin(history.Start{Scenario: rundiff.ScenarioName(sc.Path), ScenarioPath: sc.Path, Testbed: orSim(sc.Testbed),
+			id, err = db.Begin(history.Start{Scenario: rundiff.ScenarioName(sc.Path), ScenarioPath: scPath, Testbed: orSim(sc.Testbed),
 				NIC: rundiff.NICOf(sc), Seed: sc.Seed, ResultsDir: abs, Version: version.Get().String(), Time: time.Now()})
 			if err == nil {
 				r := &runRecord{db: db, id: id, stderr: stderr}
@@ -68,8 +69,10 @@ func startRecord(flag string, sc *scenario.Scenario, out string, stderr io.Write
 	return nil
 }
 
-// finish records the run's outcome: o when it reached a verdict, else an error (exit status 2).
-func (r *runRecord) finish(o *verdict.Outcome, dir string) {
+// finish records the run's outcome: o when it reached a verdict (its results directory, o.Dir), else an error
+// (exit status 2) whose results are the partial directory it left, if any: never the --out directory, which
+// holds a previous run's results, if anything.
+func (r *runRecord) finish(o *verdict.Outcome, partial string) {
 	if r == nil {
 		return
 	}
@@ -77,11 +80,12 @@ func (r *runRecord) finish(o *verdict.Outcome, dir string) {
 	f := history.Finish{Verdict: rundiff.VerdictError, ExitStatus: exitBadArgs, Time: time.Now(), Metrics: rundiff.Metrics{}}
 	if o != nil {
 		f.Verdict, f.ExitStatus, f.Metrics = o.Doc.Verdict, o.ExitCode(), rundiff.Extract(o.Doc)
-		dir = o.Dir
-	}
-	f.ResultsDir, _ = filepath.Abs(dir)
-	if o != nil { // without a verdict, what is at dir is a previous run's, if anything
-		f.ScenarioHash, _ = rundiff.HashScenario(filepath.Join(dir, resultsdir.FileScenario))
+		f.ResultsDir, _ = filepath.Abs(o.Dir)
+		f.ScenarioHash, _ = rundiff.HashScenario(filepath.Join(o.Dir, resultsdir.FileScenario))
+	} else if partial != "" {
+		if _, err := os.Stat(partial); err == nil {
+			f.ResultsDir, _ = filepath.Abs(partial)
+		}
 	}
 	if err := r.db.Complete(r.id, f); err != nil {
 		fmt.Fprintf(r.stderr, "lumina: warning: %v\n", err)

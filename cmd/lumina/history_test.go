@@ -427,3 +427,38 @@ func TestHistoryReadOnly(t *testing.T) {
 		t.Errorf("reading changed the history file (%v)", err)
 	}
 }
+
+// A run that reaches no verdict is recorded as an error with no results directory (the --out directory holds
+// a previous run's results, if anything), and the scenario's path is recorded absolute.
+func TestHistoryRecordsError(t *testing.T) {
+	hist := filepath.Join(t.TempDir(), "h.db")
+	dir := t.TempDir()
+	writeFileAt(t, filepath.Join(dir, "ok.yaml"), scenarioOK)
+	notDir := writeFile(t, "file", "x")
+	t.Chdir(dir)
+	if code, _, e := lumina(t, "run", "ok.yaml", "--out", filepath.Join(notDir, "out"), "-q", "--history", hist); code != 2 {
+		t.Fatalf("a run whose --out cannot be made: exit %d %s; want 2", code, e)
+	}
+	db, err := history.OpenReader(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	runs, err := db.List(history.Filter{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("%d runs, %v", len(runs), err)
+	}
+	e := runs[0]
+	if e.State != history.StateComplete || e.Run.Verdict != rundiff.VerdictError || *e.ExitStatus != 2 || e.Run.Dir != "" ||
+		e.ScenarioPath != filepath.Join(dir, "ok.yaml") {
+		t.Errorf("the error run's record: state %s verdict %q exit %d results %q scenario %q; want complete, error, 2, no results, %s",
+			e.State, e.Run.Verdict, *e.ExitStatus, e.Run.Dir, e.ScenarioPath, filepath.Join(dir, "ok.yaml"))
+	}
+}
+
+func writeFileAt(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -132,9 +132,10 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				o.Dir = out
 			}
 			if err != nil {
-				rec.finish(nil, out) // no verdict: recorded as an error, exit status 2
+				partial, _ := staging.Load().(string)
+				rec.finish(nil, partial) // no verdict: recorded as an error, exit status 2
 			} else {
-				rec.finish(o, out)
+				rec.finish(o, "")
 			}
 			if err != nil {
 				// The test did not run to a verdict (bad input, the environment, the testbed): never a
