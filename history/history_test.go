@@ -1,12 +1,17 @@
 package history
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,36 +129,139 @@ func TestMigrations(t *testing.T) {
 	}
 }
 
-// A transaction the process never commits leaves the run started, with no metric.
-func TestUncommittedCompletionIsNotComplete(t *testing.T) {
-	d := openTemp(t)
-	id, err := d.Begin(Start{Scenario: "s", Time: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := errors.New("stopped")
-	d.Step = func(name string) {
-		if name == "commit" {
-			panic(stop)
+// envChild makes the test binary a child that records a run and stops inside the completing transaction,
+// before its commit, until it is killed (TestMain).
+const envChild = "LUMINA_TEST_HISTORY_CHILD"
+
+func TestMain(m *testing.M) {
+	if p := os.Getenv(envChild); p != "" {
+		d, err := Open(p)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(2)
 		}
-	}
-	func() {
-		defer func() {
-			if r := recover(); r != stop {
-				t.Fatalf("recovered %v", r)
+		id, err := d.Begin(Start{Scenario: "killed", Time: time.Now()})
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(2)
+		}
+		d.Step = func(name string) {
+			if name == "commit" {
+				fmt.Println("before commit", id)
+				select {} // until killed
 			}
-		}()
-		d.Complete(id, Finish{Verdict: "pass", Metrics: rundiff.Metrics{"packets": 10}, Time: time.Now()})
-	}()
-	d.Step = nil
-	e, err := d.Get(id)
+		}
+		d.Complete(id, Finish{Verdict: "pass", Metrics: rundiff.Metrics{"packets": 10, "cnps": 2}, Time: time.Now()})
+		fmt.Println("error: committed")
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+// A process killed (SIGKILL) inside its completing transaction, every statement run but the commit, leaves the
+// run started, with no verdict and no metric, in a database whose integrity check passes; a run completed
+// before is intact.
+func TestUncommittedCompletionIsNotComplete(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "h.db")
+	d, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	done, _ := d.Begin(Start{Scenario: "done", Time: time.Now()})
+	if err := d.Complete(done, Finish{Verdict: "fail", ExitStatus: 1, Metrics: rundiff.Metrics{"packets": 5}, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envChild+"="+p)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if !strings.HasPrefix(line, "before commit ") {
+		t.Fatalf("the child did not stop before its commit: %q", line)
+	}
+	r, err := OpenReader(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	runs, err := r.List(Filter{})
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("%d runs, %v; want 2", len(runs), err)
 	}
 	var n int
-	d.db.QueryRow(`SELECT count(*) FROM metrics`).Scan(&n)
-	if e.State != StateStarted || e.Run.Verdict != "" || n != 0 {
-		t.Errorf("after a completion that did not commit: state %s verdict %q, %d metric rows; want started, none", e.State, e.Run.Verdict, n)
+	r.db.QueryRow(`SELECT count(*) FROM metrics WHERE run_id = ?`, runs[0].ID).Scan(&n)
+	if e := runs[0]; e.Run.Scenario != "killed" || e.State != StateStarted || e.Run.Verdict != "" || e.ExitStatus != nil || n != 0 {
+		t.Errorf("after a kill before the commit: %+v, %d metric rows; want started, no verdict, no metric", e, n)
+	}
+	if e := runs[1]; e.State != StateComplete || e.Run.Verdict != "fail" || e.Run.Metrics["packets"] != 5 {
+		t.Errorf("the run completed before: %+v", e)
+	}
+	if s, err := r.IntegrityCheck(); err != nil || s != "ok" {
+		t.Errorf("integrity_check %q, %v", s, err)
+	}
+}
+
+// Parallel recordings into one database, opened at the same moment (the schema created by whichever comes
+// first): every run is recorded whole, under its own id.
+func TestConcurrentWriters(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "h.db")
+	const writers, each = 4, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := Open(p)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer d.Close()
+			for i := range each {
+				id, err := d.Begin(Start{Scenario: fmt.Sprintf("w%d", w), Seed: uint64(i), Time: time.Now()})
+				if err == nil {
+					err = d.Complete(id, Finish{Verdict: "pass", Metrics: rundiff.Metrics{"packets": float64(w*100 + i), "cnps": 1}, Time: time.Now()})
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	r, err := OpenReader(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	runs, err := r.List(Filter{})
+	if err != nil || len(runs) != writers*each {
+		t.Fatalf("%d runs, %v; want %d", len(runs), err, writers*each)
+	}
+	seen := map[string]bool{}
+	for _, e := range runs {
+		key := fmt.Sprintf("%s/%d", e.Run.Scenario, e.Run.Seed)
+		w := int(e.Run.Scenario[1] - '0')
+		if seen[key] || e.State != StateComplete || len(e.Run.Metrics) != 2 || e.Run.Metrics["packets"] != float64(w*100+int(e.Run.Seed)) {
+			t.Errorf("run %d (%s): %+v", e.ID, key, e)
+		}
+		seen[key] = true
+	}
+	if s, err := r.IntegrityCheck(); err != nil || s != "ok" {
+		t.Errorf("integrity_check %q, %v", s, err)
 	}
 }
 
