@@ -213,7 +213,11 @@ worse way (REGRESSED) or the better way (improved). A and B are results director
 in the run history (lumina history; "12" or "#12"). A verdict that gets worse (pass, fail, invalid,
 error: best to worst), or changes to or from one lumina does not know, is a regression too.
 
-Metrics and default tolerances (a move counts when |new - old| > max(absolute, percentage x |old|)):
+A metric A has and B lacks is a regression, except a latency over retransmissions when B has none
+left, and the timeout interval when B has no timeout (only-a).
+
+Metrics and default tolerances (a move counts when |new - old| > max(absolute, percentage x |old|); a
+percentage of a count allows at least 1):
 ` + metricsHelp() + `
 Exit status: 0 no metric regressed, 1 at least one did, 2 bad input (no such run or directory, a
 directory without analysis.json, a malformed --tolerance).`,
