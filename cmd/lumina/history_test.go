@@ -368,8 +368,8 @@ func TestHistoryReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(base, 0o755)
-	t.Cleanup(func() { os.RemoveAll(base) })
 	dir := filepath.Join(base, "h")
+	t.Cleanup(func() { os.Chmod(dir, 0o755); os.RemoveAll(base) })
 	hist := filepath.Join(dir, "history.db")
 	sc := writeFile(t, "ok.yaml", scenarioOK)
 	for i := range 2 {
