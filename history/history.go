@@ -9,15 +9,17 @@
 package history
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+	"modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/lumina-go/lumina/rundiff"
 )
@@ -88,14 +90,27 @@ type DB struct {
 	Step func(name string)
 }
 
-// Open opens (creating it and its directory if needed) the history at path and brings its schema up to date.
-// A database of a newer schema is refused.
+// dsn is the SQLite URI of the database at path with the query q: the path made absolute and escaped, so that
+// a '?', '#' or '%' in it names the file and is never read as the start of the query.
+func dsn(path, q string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q}).String(), nil
+}
+
+// Open opens (creating it and its directory if needed) the history at path for recording runs and brings its
+// schema up to date. A database of a newer schema is refused. Commands that only read use OpenReader.
 func Open(path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("the run history %s: %w", path, err)
 	}
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	name, err := dsn(path, "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("the run history %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", name)
 	if err != nil {
 		return nil, fmt.Errorf("the run history %s: %w", path, err)
 	}
@@ -105,6 +120,62 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("the run history %s: %w", path, err)
 	}
 	return d, nil
+}
+
+// OpenReader opens the existing history at path for reading only (SQLite mode=ro): it needs no write access
+// to the file or its directory, never creates anything and never migrates the schema. A newer schema is
+// refused; an older one is read as it is (version 0, no runs table, is refused as not a history).
+func OpenReader(path string) (*DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("the run history %s: %w", path, err)
+	}
+	d, err := openReader(path, "mode=ro&_pragma=busy_timeout(10000)")
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code() == sqliteReadonlyDirectory {
+		// A WAL database read-only to us, with no -wal and -shm beside it (its last writer closed it cleanly)
+		// and a directory we cannot create them in: no writer is at work (one would have created them), so
+		// the file is whole and is read as immutable.
+		d, err = openReader(path, "mode=ro&immutable=1")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the run history %s: %w", path, err)
+	}
+	return d, nil
+}
+
+// sqliteReadonlyDirectory is SQLITE_READONLY_DIRECTORY: a WAL database's -shm cannot be created.
+const sqliteReadonlyDirectory = 1544
+
+func openReader(path, q string) (*DB, error) {
+	name, err := dsn(path, q)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", name)
+	if err != nil {
+		return nil, err
+	}
+	d := &DB{db: db, Path: path}
+	if err := d.checkSchema(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// checkSchema refuses, without writing, a database this build cannot read.
+func (d *DB) checkSchema() error {
+	var v int
+	if err := d.db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		return fmt.Errorf("not an SQLite database, or unreadable: %w", err)
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("schema version %d is newer than this lumina's (%d): use a newer lumina, or another --history", v, SchemaVersion)
+	}
+	if v == 0 {
+		return fmt.Errorf("not a run history (schema version 0: no runs table); lumina run creates one")
+	}
+	return nil
 }
 
 func (d *DB) migrate() error {
@@ -132,6 +203,11 @@ func (d *DB) migrate() error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// readTx begins a read transaction (deferred: it takes no write lock), one snapshot for a run and its metrics.
+func (d *DB) readTx() (*sql.Tx, error) {
+	return d.db.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
 }
 
 // Close closes the database.
@@ -181,7 +257,7 @@ func (d *DB) Begin(s Start) (int64, error) {
 // Finish is what a run decided.
 type Finish struct {
 	ScenarioHash string
-	ResultsDir   string // where the results ended up (a staging directory for an invalid run)
+	ResultsDir   string // where the results ended up (a staging directory for an invalid run; for an error the partial directory left, or "")
 	Verdict      string // pass | fail | invalid | error (no verdict reached)
 	ExitStatus   int
 	Metrics      rundiff.Metrics
@@ -267,7 +343,7 @@ func (d *DB) List(f Filter) ([]Entry, error) {
 	if f.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}
-	tx, err := d.db.Begin() // one snapshot for the runs and their metrics
+	tx, err := d.readTx()
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +378,7 @@ var ErrNotFound = errors.New("no such run in the history")
 
 // Get returns run id.
 func (d *DB) Get(id int64) (*Entry, error) {
-	tx, err := d.db.Begin()
+	tx, err := d.readTx()
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/lumina-go/lumina/verdict"
 )
 
 // Statuses of a compared metric.
@@ -14,20 +16,47 @@ const (
 	StatusWithin    = "within"    // moved, within its tolerance
 	StatusImproved  = "improved"  // moved beyond its tolerance the better way
 	StatusRegressed = "regressed" // moved beyond its tolerance the worse way (or either way, for Either)
-	StatusOnlyA     = "only-a"    // the new run has no value (e.g. no retransmission to time)
+	StatusOnlyA     = "only-a"    // the new run has no value and may lack it (no retransmission left to time)
 	StatusOnlyB     = "only-b"    // the old run had no value
 )
+
+// GoneWith names, per metric that may legitimately disappear from the new run, the count that explains it: a
+// latency over retransmissions has no value when there is no retransmission left, the timeout interval none
+// when there is no timeout. Any other metric the old run had and the new one lacks (or one of these while the
+// count is not 0) is a regression: the new run lost a measurement.
+var GoneWith = map[string]string{
+	"nack_generation_us_mean":  "retransmissions",
+	"nack_generation_us_max":   "retransmissions",
+	"nack_reaction_us_mean":    "retransmissions",
+	"nack_reaction_us_max":     "retransmissions",
+	"retx_latency_us_mean":     "retransmissions",
+	"retx_latency_us_max":      "retransmissions",
+	"timeout_interval_us_mean": "timeouts",
+}
+
+// mayLack reports whether run m may lack metric name: its explaining count is there and 0.
+func mayLack(m Metrics, name string) bool {
+	c, ok := GoneWith[name]
+	if !ok {
+		return false
+	}
+	n, ok := m[c]
+	return ok && n == 0
+}
 
 // Row is one metric of the comparison. Old and New are absent when that run has no value; Change is
 // New - Old and ChangePct its share of |Old| (absent when Old is 0).
 type Row struct {
-	Metric    string    `json:"metric"`
-	Unit      string    `json:"unit"`
-	Old       *float64  `json:"old"`
-	New       *float64  `json:"new"`
-	Change    *float64  `json:"change"`
-	ChangePct *float64  `json:"change_pct"`
+	Metric    string   `json:"metric"`
+	Unit      string   `json:"unit"`
+	Old       *float64 `json:"old"`
+	New       *float64 `json:"new"`
+	Change    *float64 `json:"change"`
+	ChangePct *float64 `json:"change_pct"`
+	// Tolerance is the metric's tolerance as applied (a count's percentage with its floor, CountFloor), and
+	// Allowed the move it allows from Old (absent without both values).
 	Tolerance Tolerance `json:"tolerance"`
+	Allowed   *float64  `json:"allowed"`
 	Worse     Direction `json:"worse"`
 	// Moved: the change is beyond the tolerance.
 	Moved  bool   `json:"moved"`
@@ -38,7 +67,7 @@ type Row struct {
 type Result struct {
 	A    *Run  `json:"a"`
 	B    *Run  `json:"b"`
-	Rows []Row `json:"metrics"`
+	Rows []Row `json:"rows"`
 	// VerdictChanged is set when the runs' verdicts differ; a pass becoming fail or invalid is a regression.
 	VerdictChanged bool `json:"verdict_changed"`
 	// SameScenario: both runs ran the same effective scenario (same hash); a comparison of different
@@ -70,6 +99,7 @@ func ParseTolerance(s string) (string, Tolerance, error) {
 		return "", Tolerance{}, fmt.Errorf("tolerance %q: no metric %q; the metrics are %s", s, name, strings.Join(Names(), ", "))
 	}
 	var t Tolerance
+	var havePct, haveAbs bool
 	for _, part := range strings.Split(val, ",") {
 		part = strings.TrimSpace(part)
 		pct := strings.HasSuffix(part, "%")
@@ -78,9 +108,15 @@ func ParseTolerance(s string) (string, Tolerance, error) {
 			return "", Tolerance{}, fmt.Errorf("tolerance %q: %q is not a non-negative number or percentage", s, part)
 		}
 		if pct {
-			t.Rel = f / 100
+			if havePct {
+				return "", Tolerance{}, fmt.Errorf("tolerance %q: two percentages; want at most one percentage and one amount (10%%,2)", s)
+			}
+			havePct, t.Rel = true, f/100
 		} else {
-			t.Abs = f
+			if haveAbs {
+				return "", Tolerance{}, fmt.Errorf("tolerance %q: two amounts; want at most one percentage and one amount (10%%,2)", s)
+			}
+			haveAbs, t.Abs = true, f
 		}
 	}
 	return name, t, nil
@@ -106,7 +142,20 @@ func (ts Tolerances) of(d Def) Tolerance {
 	return d.Tolerance
 }
 
-var verdictRank = map[string]int{"pass": 0, "fail": 1, "invalid": 2}
+// VerdictError is the verdict the run history records for a run that reached no verdict (bad input, the
+// environment, the testbed failed).
+const VerdictError = "error"
+
+// verdictRank orders the verdicts from best to worst: a run that reached no verdict is the worst of all.
+var verdictRank = map[string]int{verdict.Pass: 0, verdict.Fail: 1, verdict.Invalid: 2, VerdictError: 3}
+
+// verdictWorse reports whether going from verdict a to b (a != b) is a regression: b ranks worse, or either
+// is a verdict this build does not know (nothing can vouch that it is not worse).
+func verdictWorse(a, b string) bool {
+	ra, okA := verdictRank[a]
+	rb, okB := verdictRank[b]
+	return !okA || !okB || rb > ra
+}
 
 // Compare compares run a (old) with run b (new), metric by metric (in the order of Defs, then any metric
 // not defined, by name, with a zero tolerance and Either).
@@ -115,7 +164,7 @@ func Compare(a, b *Run, tol Tolerances) *Result {
 		Regressed: []string{}, Improved: []string{}}
 	if a.Verdict != b.Verdict {
 		r.VerdictChanged = true
-		if verdictRank[b.Verdict] > verdictRank[a.Verdict] {
+		if verdictWorse(a.Verdict, b.Verdict) {
 			r.Regressed = append(r.Regressed, "verdict")
 		} else {
 			r.Improved = append(r.Improved, "verdict")
@@ -140,10 +189,12 @@ func Compare(a, b *Run, tol Tolerances) *Result {
 		if !okA && !okB {
 			continue
 		}
-		row := Row{Metric: d.Name, Unit: d.Unit, Tolerance: tol.of(d), Worse: d.Worse}
+		row := Row{Metric: d.Name, Unit: d.Unit, Tolerance: tol.of(d).effective(d), Worse: d.Worse}
 		switch {
-		case !okB:
+		case !okB && mayLack(b.Metrics, d.Name):
 			row.Old, row.Status = ptr(ov), StatusOnlyA
+		case !okB:
+			row.Old, row.Moved, row.Status = ptr(ov), true, StatusRegressed
 		case !okA:
 			row.New, row.Status = ptr(nv), StatusOnlyB
 		default:
@@ -151,6 +202,7 @@ func Compare(a, b *Run, tol Tolerances) *Result {
 			if ov != 0 {
 				row.ChangePct = ptr((nv - ov) / math.Abs(ov) * 100)
 			}
+			row.Allowed = ptr(row.Tolerance.Allowed(ov))
 			row.Moved = row.Tolerance.exceeds(ov, nv)
 			switch {
 			case nv == ov:

@@ -55,9 +55,26 @@ func (t Tolerance) String() string {
 	return trimFloat(t.Rel*100) + "% or " + trimFloat(t.Abs)
 }
 
+// Allowed is the move the tolerance allows from old: max(Abs, Rel*|old|).
+func (t Tolerance) Allowed(old float64) float64 {
+	return max(t.Abs, t.Rel*math.Abs(old))
+}
+
 // exceeds reports whether the move from old to new is beyond the tolerance.
 func (t Tolerance) exceeds(old, new float64) bool {
-	return math.Abs(new-old) > max(t.Abs, t.Rel*math.Abs(old))+1e-12
+	return math.Abs(new-old) > t.Allowed(old)+1e-12
+}
+
+// CountFloor is the least a percentage tolerance of a count allows: a share of a count below one thing (of a
+// zero baseline, nothing) is no tolerance at all.
+const CountFloor = 1
+
+// effective is the tolerance as applied to metric d: a count's percentage allows at least CountFloor.
+func (t Tolerance) effective(d Def) Tolerance {
+	if d.Unit == "count" && t.Rel > 0 && t.Abs < CountFloor {
+		t.Abs = CountFloor
+	}
+	return t
 }
 
 // Def is one metric: its name (the key in Metrics), unit, meaning, which direction is worse and its default
@@ -72,14 +89,14 @@ type Def struct {
 
 // Defs are the metrics of a run, in the order they are shown, with their default tolerances. Counts of things
 // that should not happen move on any change; latencies and completion times get 10% (the simulator is
-// deterministic, a real NIC is not); goodput 5%.
+// deterministic, a real NIC is not); goodput 5%. A count with a percentage allows at least CountFloor.
 var Defs = []Def{
 	{"integrity_ok", "bool", "the trace passed the integrity check (1) or not (0)", Down, Tolerance{}},
 	{"checks_failed", "count", "analyzer checks (gbn, gbn-read, irn, cnp, ...) that failed", Up, Tolerance{}},
 	{"violations", "count", "protocol violations found by the checkers", Up, Tolerance{}},
 	{"expectations_failed", "count", "the scenario's expect: entries that failed", Up, Tolerance{}},
 	{"counter_mismatches", "count", "NIC counters whose delta differs from what the trace implies", Up, Tolerance{}},
-	{"packets", "count", "packets in the trace", Up, Tolerance{Rel: 0.01}},
+	{"packets", "count", "packets in the trace (fewer can mean missing CNPs or ACKs)", Either, Tolerance{Rel: 0.01, Abs: 1}},
 	{"retransmissions", "count", "lost data packets and their recoveries", Up, Tolerance{}},
 	{"timeouts", "count", "retransmission rounds started by a timeout", Up, Tolerance{}},
 	{"nack_generation_us_mean", "us", "mean NACK generation latency (loss seen -> NAK sent)", Up, Tolerance{Rel: 0.1}},
@@ -89,8 +106,8 @@ var Defs = []Def{
 	{"retx_latency_us_mean", "us", "mean retransmission latency (lost packet -> its retransmission)", Up, Tolerance{Rel: 0.1}},
 	{"retx_latency_us_max", "us", "largest retransmission latency", Up, Tolerance{Rel: 0.1}},
 	{"timeout_interval_us_mean", "us", "mean interval of the timeout ladder", Either, Tolerance{Rel: 0.1}},
-	{"ecn_marked", "count", "CE-marked data packets delivered to a notification point", Either, Tolerance{Rel: 0.1}},
-	{"cnps", "count", "CNPs sent", Either, Tolerance{Rel: 0.1}},
+	{"ecn_marked", "count", "CE-marked data packets delivered to a notification point", Either, Tolerance{Rel: 0.1, Abs: 1}},
+	{"cnps", "count", "CNPs sent", Either, Tolerance{Rel: 0.1, Abs: 1}},
 	{"mct_us_mean", "us", "mean message completion time", Up, Tolerance{Rel: 0.1}},
 	{"mct_us_p99", "us", "99th percentile message completion time", Up, Tolerance{Rel: 0.1}},
 	{"mct_us_max", "us", "largest message completion time", Up, Tolerance{Rel: 0.1}},
@@ -241,8 +258,12 @@ func LoadDir(dir string) (*Run, error) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("%w: %s: not an analysis document: %v", ErrInput, p, err)
 	}
-	if doc.Verdict == "" {
+	switch doc.Verdict {
+	case verdict.Pass, verdict.Fail, verdict.Invalid:
+	case "":
 		return nil, fmt.Errorf("%w: %s: no verdict in it; expected the analysis.json of lumina run", ErrInput, p)
+	default:
+		return nil, fmt.Errorf("%w: %s: verdict %q; expected %s, %s or %s", ErrInput, p, doc.Verdict, verdict.Pass, verdict.Fail, verdict.Invalid)
 	}
 	eff := filepath.Join(dir, resultsdir.FileScenario)
 	hash, err := HashScenario(eff)

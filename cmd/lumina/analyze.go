@@ -72,7 +72,11 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 				mtr := newMeter(stderr, quiet || jsonOut, "lumina analyze", "", time.Second)
 				mtr.Phase("re-analyzing "+args[0], 0)
 				o, err := verdict.Reanalyze(args[0])
-				mtr.Done()
+				if err != nil {
+					mtr.Abort()
+				} else {
+					mtr.Done()
+				}
 				if err != nil {
 					if errors.Is(err, resultsdir.ErrIncomplete) {
 						return fail(exitInvalid, err)
@@ -127,7 +131,11 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 			}
 			mtr := newMeter(stderr, quiet || jsonOut, "lumina analyze", progress.Bytes, time.Second)
 			doc, err := analyzeCaptures(args, opts, !noCheck, mtr)
-			mtr.Done()
+			if err != nil {
+				mtr.Abort()
+			} else {
+				mtr.Done()
+			}
 			if err != nil {
 				return captureError(err)
 			}

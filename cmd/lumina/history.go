@@ -48,8 +48,9 @@ func startRecord(flag string, sc *scenario.Scenario, out string, stderr io.Write
 		var db *history.DB
 		if db, err = history.Open(path); err == nil {
 			abs, _ := filepath.Abs(out)
+			scPath, _ := filepath.Abs(sc.Path)
 			var id int64
-			id, err = db.Begin(history.Start{Scenario: rundiff.ScenarioName(sc.Path), ScenarioPath: sc.Path, Testbed: orSim(sc.Testbed),
+			id, err = db.Begin(history.Start{Scenario: rundiff.ScenarioName(sc.Path), ScenarioPath: scPath, Testbed: orSim(sc.Testbed),
 				NIC: rundiff.NICOf(sc), Seed: sc.Seed, ResultsDir: abs, Version: version.Get().String(), Time: time.Now()})
 			if err == nil {
 				r := &runRecord{db: db, id: id, stderr: stderr}
@@ -68,20 +69,23 @@ func startRecord(flag string, sc *scenario.Scenario, out string, stderr io.Write
 	return nil
 }
 
-// finish records the run's outcome: o when it reached a verdict, else an error (exit status 2).
-func (r *runRecord) finish(o *verdict.Outcome, dir string) {
+// finish records the run's outcome: o when it reached a verdict (its results directory, o.Dir), else an error
+// (exit status 2) whose results are the partial directory it left, if any: never the --out directory, which
+// holds a previous run's results, if anything.
+func (r *runRecord) finish(o *verdict.Outcome, partial string) {
 	if r == nil {
 		return
 	}
 	defer r.db.Close()
-	f := history.Finish{Verdict: "error", ExitStatus: exitBadArgs, Time: time.Now(), Metrics: rundiff.Metrics{}}
+	f := history.Finish{Verdict: rundiff.VerdictError, ExitStatus: exitBadArgs, Time: time.Now(), Metrics: rundiff.Metrics{}}
 	if o != nil {
 		f.Verdict, f.ExitStatus, f.Metrics = o.Doc.Verdict, o.ExitCode(), rundiff.Extract(o.Doc)
-		dir = o.Dir
-	}
-	f.ResultsDir, _ = filepath.Abs(dir)
-	if o != nil { // without a verdict, what is at dir is a previous run's, if anything
-		f.ScenarioHash, _ = rundiff.HashScenario(filepath.Join(dir, resultsdir.FileScenario))
+		f.ResultsDir, _ = filepath.Abs(o.Dir)
+		f.ScenarioHash, _ = rundiff.HashScenario(filepath.Join(o.Dir, resultsdir.FileScenario))
+	} else if partial != "" {
+		if _, err := os.Stat(partial); err == nil {
+			f.ResultsDir, _ = filepath.Abs(partial)
+		}
 	}
 	if err := r.db.Complete(r.id, f); err != nil {
 		fmt.Fprintf(r.stderr, "lumina: warning: %v\n", err)
@@ -149,7 +153,8 @@ The history is an SQLite database at $` + history.EnvPath + `, else $XDG_DATA_HO
 	return cmd
 }
 
-// openHistory opens the history for reading commands; a missing database is bad input, never created.
+// openHistory opens the history for reading commands, read-only: a missing database is bad input, never
+// created, and reading needs no write access and never changes the schema.
 func openHistory(flag string) (*history.DB, error) {
 	path, err := historyPath(flag)
 	if err != nil {
@@ -158,7 +163,7 @@ func openHistory(flag string) (*history.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, badInput("the run history %s: %v; lumina run records runs there (or give --history PATH)", path, errors.Unwrap(err))
 	}
-	db, err := history.Open(path)
+	db, err := history.OpenReader(path)
 	if err != nil {
 		return nil, fail(exitBadArgs, err)
 	}
@@ -205,10 +210,14 @@ func newDiffCmd(stdout io.Writer) *cobra.Command {
 		Long: `diff compares run A (the old: firmware A, yesterday) with run B (the new), metric by metric: old and new
 value, change, the tolerance and which direction is worse, and whether it moved beyond the tolerance the
 worse way (REGRESSED) or the better way (improved). A and B are results directories of lumina run or ids
-in the run history (lumina history; "12" or "#12"). A verdict that gets worse (pass to fail or invalid)
-is a regression too.
+in the run history (lumina history; "12" or "#12"). A verdict that gets worse (pass, fail, invalid,
+error: best to worst), or changes to or from one lumina does not know, is a regression too.
 
-Metrics and default tolerances (a move counts when |new - old| > max(absolute, percentage x |old|)):
+A metric A has and B lacks is a regression, except a latency over retransmissions when B has none
+left, and the timeout interval when B has no timeout (only-a).
+
+Metrics and default tolerances (a move counts when |new - old| > max(absolute, percentage x |old|); a
+percentage of a count allows at least 1):
 ` + metricsHelp() + `
 Exit status: 0 no metric regressed, 1 at least one did, 2 bad input (no such run or directory, a
 directory without analysis.json, a malformed --tolerance).`,
@@ -290,7 +299,7 @@ func loadRun(arg, path string, db **history.DB) (*rundiff.Run, error) {
 func metricsHelp() string {
 	var b strings.Builder
 	for _, d := range rundiff.Defs {
-		fmt.Fprintf(&b, "  %-25s %-6s worse %-6s tolerance %-5s %s\n", d.Name, d.Unit, d.Worse, d.Tolerance, d.Help)
+		fmt.Fprintf(&b, "  %-25s %-6s worse %-6s tolerance %-8s %s\n", d.Name, d.Unit, d.Worse, d.Tolerance, d.Help)
 	}
 	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -53,7 +54,7 @@ type diffDoc struct {
 		Change *float64 `json:"change"`
 		Moved  bool     `json:"moved"`
 		Status string   `json:"status"`
-	} `json:"metrics"`
+	} `json:"rows"`
 	Regressed    []string `json:"regressed"`
 	Improved     []string `json:"improved"`
 	SameScenario bool     `json:"same_scenario"`
@@ -190,6 +191,7 @@ func TestDiffAndHistory(t *testing.T) {
 		{[]string{"diff", base, dirs["a"]}, "not a results directory"},
 		{[]string{"diff", dirs["a"], dirs["b"], "--tolerance", "bogus=1"}, "no metric \"bogus\""},
 		{[]string{"diff", dirs["a"], dirs["b"], "--tolerance", "packets=-1"}, "non-negative"},
+		{[]string{"diff", dirs["a"], dirs["b"], "--tolerance", "mct_us_mean=10%,5%"}, "two percentages"},
 		{[]string{"diff", dirs["a"]}, "accepts 2 arg"},
 		{[]string{"history", "--history", filepath.Join(base, "none.db")}, "none.db"},
 		{[]string{"history", "--history", hist, "--limit", "-1"}, "--limit"},
@@ -354,5 +356,109 @@ func TestHistoryUnwritable(t *testing.T) {
 	code, stdout, stderr := lumina(t, "run", good, "--out", t.TempDir(), "-q", "--history", filepath.Join(notDir, "h.db"))
 	if code != 0 || !strings.Contains(stdout, "PASS") || !strings.Contains(stderr, "warning: this run is not recorded in the history") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// lumina history and lumina diff read a history they may not write: as nobody (runuser, when the tests run as
+// root) on a database and directory of mode 0444/0555 owned by root, they list and compare, and the file is
+// unchanged (no migration, no journal replay).
+func TestHistoryReadOnly(t *testing.T) {
+	base, err := os.MkdirTemp("", "lumina-history-ro-") // t.TempDir's parent is closed to nobody
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o755)
+	dir := filepath.Join(base, "h")
+	t.Cleanup(func() { os.Chmod(dir, 0o755); os.RemoveAll(base) })
+	hist := filepath.Join(dir, "history.db")
+	sc := writeFile(t, "ok.yaml", scenarioOK)
+	for i := range 2 {
+		if code, _, e := lumina(t, "run", sc, "--out", filepath.Join(base, fmt.Sprint(i)), "-q", "--history", hist); code != 0 {
+			t.Fatalf("run: exit %d %s", code, e)
+		}
+	}
+	os.Chmod(hist, 0o444)
+	os.Chmod(dir, 0o555)
+	before, err := os.ReadFile(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary, where nobody can run it.
+	bin := filepath.Join(base, "lumina.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(args ...string) (int, string, string) {
+		var cmd *exec.Cmd
+		if os.Geteuid() == 0 {
+			cmd = exec.Command("runuser", "-u", "nobody", "--", bin, "-test.run=^$")
+		} else {
+			cmd = exec.Command(bin, "-test.run=^$")
+		}
+		cmd.Dir = base
+		cmd.Env = append(os.Environ(), envMain+"="+strings.Join(args, "\x1f"), "HOME="+base)
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := 0
+		if x, ok := err.(*exec.ExitError); ok {
+			code = x.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", cmd.Args, err)
+		}
+		return code, o.String(), e.String()
+	}
+	// nobody runs the binary, and really cannot write there.
+	if code, _, e := asNobody("run", sc, "--out", filepath.Join(dir, "out"), "-q", "--no-history"); code != 2 || !strings.Contains(e, "permission denied") {
+		t.Fatalf("a run as nobody into the read-only directory: exit %d %s; want 2, permission denied (else the test proves nothing)", code, e)
+	}
+	if code, out, e := asNobody("history", "--history", hist); code != 0 || strings.Count(out, "pass") != 2 {
+		t.Errorf("history as nobody on a read-only database: exit %d\n%s%s", code, out, e)
+	}
+	if code, out, e := asNobody("diff", "--history", hist, "1", "2"); code != 0 || !strings.Contains(out, "no regression") {
+		t.Errorf("diff as nobody on a read-only database: exit %d\n%s%s", code, out, e)
+	}
+	after, err := os.ReadFile(hist)
+	if err != nil || string(after) != string(before) {
+		t.Errorf("reading changed the history file (%v)", err)
+	}
+}
+
+// A run that reaches no verdict is recorded as an error with no results directory (the --out directory holds
+// a previous run's results, if anything), and the scenario's path is recorded absolute.
+func TestHistoryRecordsError(t *testing.T) {
+	hist := filepath.Join(t.TempDir(), "h.db")
+	dir := t.TempDir()
+	writeFileAt(t, filepath.Join(dir, "ok.yaml"), scenarioOK)
+	notDir := writeFile(t, "file", "x")
+	t.Chdir(dir)
+	if code, _, e := lumina(t, "run", "ok.yaml", "--out", filepath.Join(notDir, "out"), "-q", "--history", hist); code != 2 {
+		t.Fatalf("a run whose --out cannot be made: exit %d %s; want 2", code, e)
+	}
+	db, err := history.OpenReader(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	runs, err := db.List(history.Filter{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("%d runs, %v", len(runs), err)
+	}
+	e := runs[0]
+	if e.State != history.StateComplete || e.Run.Verdict != rundiff.VerdictError || *e.ExitStatus != 2 || e.Run.Dir != "" ||
+		e.ScenarioPath != filepath.Join(dir, "ok.yaml") {
+		t.Errorf("the error run's record: state %s verdict %q exit %d results %q scenario %q; want complete, error, 2, no results, %s",
+			e.State, e.Run.Verdict, *e.ExitStatus, e.Run.Dir, e.ScenarioPath, filepath.Join(dir, "ok.yaml"))
+	}
+}
+
+func writeFileAt(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 )
@@ -172,5 +173,63 @@ func TestSearchProgress(t *testing.T) {
 		if len(a) == 0 || !bytes.Equal(a, b) {
 			t.Errorf("%s differs with and without progress (%d, %d bytes)", f, len(a), len(b))
 		}
+	}
+}
+
+// LUMINA_PROGRESS=off is --quiet's silence on standard error: no meter, and no progress writer for the testbed
+// to fall back to (a run of 1000 connections announces itself there before it starts).
+func TestRunProgressOff(t *testing.T) {
+	sc := writeFile(t, "many.yaml", `
+seed: 1
+requester: {nic: {type: cx5}}
+responder: {nic: {type: cx5}}
+traffic:
+  num-connections: 1000
+  num-msgs-per-qp: 1
+  message-size: 1000
+expect:
+  - integrity: ok
+`)
+	for _, c := range []struct {
+		env  string
+		want string
+	}{
+		{"lines", "lumina: preparing 1000 connection(s)"},
+		{"off", ""},
+	} {
+		f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, code := luminaWith(t, f, []string{envProgressMode + "=" + c.env}, "run", sc, "--out", filepath.Join(t.TempDir(), "out"), "--no-history")
+		f.Close()
+		e, _ := os.ReadFile(f.Name())
+		if code != 0 || (c.want == "") != (len(e) == 0) || !strings.Contains(string(e), c.want) {
+			t.Errorf("%s=%s: exit %d, stderr %q; want exit 0 and %q", envProgressMode, c.env, code, e, c.want)
+		}
+	}
+}
+
+// Ctrl-C during a run with a bar drawn: the bar is cleared from its line before the message that says where the
+// partial results are, so that the message does not land in the middle of the bar.
+func TestInterruptClearsBar(t *testing.T) {
+	sc := writeFile(t, "long.yaml", scenarioLong)
+	t.Setenv(envProgressMode, "bar")
+	t.Setenv(envProgressDelay, "0s")
+	var stderr syncBuffer
+	p := luminaProcess(t, &stderr, "run", sc, "--out", filepath.Join(t.TempDir(), "out"), "--no-history")
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "simulating [") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Process.Signal(os.Interrupt)
+	p.Wait()
+	e := stderr.String()
+	if !strings.Contains(e, "simulating [") {
+		t.Fatalf("no bar drawn before the interrupt:\n%q", e)
+	}
+	i := strings.Index(e, "lumina: SIGINT")
+	if i < 0 || !strings.HasSuffix(e[:i], "\033[K\r\033[K") {
+		t.Errorf("the interrupt's message does not follow a cleared bar:\n%q", e)
 	}
 }

@@ -80,8 +80,10 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				}
 			}()
 			mtr := newMeter(stderr, quiet, "lumina run", "", time.Second)
+			// No meter (--quiet, LUMINA_PROGRESS=off): no progress writer either, so that the testbed does not
+			// fall back to its own progress lines.
 			var progress io.Writer
-			if !quiet {
+			if mtr != nil {
 				progress = mtr.Writer(stderr)
 			}
 			// Ctrl-C or a kill: say where the partial results are and that they are marked, then stop. The
@@ -101,6 +103,7 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 						name = "SIGINT (Ctrl-C)"
 					}
 					testbed.Quiesce()
+					mtr.Abort() // the bar off its line before the message; no "done"
 					if d, _ := staging.Load().(string); d != "" && resultsdir.MarkInterrupted(d, name) {
 						fmt.Fprintf(stderr, "lumina: %s: stopped; the partial results in %s are marked %s (lumina analyze refuses them); %s is unchanged\n",
 							name, d, resultsdir.FileIncomplete, out)
@@ -123,7 +126,11 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 					o, err = verdict.Judge(d, sc)
 					return err
 				}})
-			mtr.Done()
+			if err != nil {
+				mtr.Abort() // an error or an invalid run follows: never "done"
+			} else {
+				mtr.Done()
+			}
 			var invalid *testbed.InvalidRunError
 			switch {
 			case errors.As(err, &invalid):
@@ -138,9 +145,10 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 				o.Dir = out
 			}
 			if err != nil {
-				rec.finish(nil, out) // no verdict: recorded as an error, exit status 2
+				partial, _ := staging.Load().(string)
+				rec.finish(nil, partial) // no verdict: recorded as an error, exit status 2
 			} else {
-				rec.finish(o, out)
+				rec.finish(o, "")
 			}
 			if err != nil {
 				// The test did not run to a verdict (bad input, the environment, the testbed): never a

@@ -99,7 +99,11 @@ evaluated in parallel and applied in proposal order, so the result is the same a
 				cfg.Workers = max(cfg.Batch, cfg.SA.Chains, qf.q.Workers, 1)
 			}
 			res, err := search.RunDir(ctx, ev, cfg, search.DirOptions{Dir: out, Profile: profile, Resume: resume})
-			mtr.Done()
+			if err != nil {
+				mtr.Abort()
+			} else {
+				mtr.Done()
+			}
 			if err != nil {
 				if res == nil {
 					return badInput("%v", err)

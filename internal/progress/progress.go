@@ -152,8 +152,15 @@ func (m *Meter) Update(done, total int64, detail string) {
 	m.show(false)
 }
 
-// Done ends the meter: a bar is cleared from its line; plain lines end with a last line when any was shown.
-func (m *Meter) Done() {
+// Done ends the meter of a command that finished: a bar is cleared from its line; plain lines end with a last
+// line ("..., done") when any was shown.
+func (m *Meter) Done() { m.end(true) }
+
+// Abort ends the meter of a command that failed or was stopped: a bar is cleared from its line (so that the
+// message that follows starts on a clean one); plain lines end without a last line, never claiming done.
+func (m *Meter) Abort() { m.end(false) }
+
+func (m *Meter) end(ok bool) {
 	if m == nil {
 		return
 	}
@@ -170,7 +177,7 @@ func (m *Meter) Done() {
 	case m.o.Mode == Bar && m.drawn:
 		fmt.Fprint(m.w, "\r\033[K")
 		m.drawn = false
-	case m.o.Mode == Lines && m.shown:
+	case m.o.Mode == Lines && m.shown && ok:
 		if m.total > 0 {
 			m.done = m.total
 		}

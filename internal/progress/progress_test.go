@@ -174,3 +174,26 @@ func BenchmarkBarBetweenRedraws(b *testing.B) {
 		m.Update(int64(i), int64(b.N), "")
 	}
 }
+
+// Abort clears a bar as Done does, and ends plain lines without claiming done.
+func TestAbort(t *testing.T) {
+	c := newClock()
+	var out strings.Builder
+	m := New(&out, Options{Mode: Lines, Label: "lumina run", Now: c.now})
+	m.Phase("simulating", 10)
+	m.Update(5, 10, "")
+	m.Abort()
+	m.Done()
+	m.Update(6, 10, "")
+	if got := lines(out.String()); strings.Join(got, "\n") != "lumina run: simulating 0/10 (0%), 0s" {
+		t.Errorf("lines after Abort:\n%s", out.String())
+	}
+	out.Reset()
+	m = New(&out, Options{Mode: Bar, Label: "lumina run", Now: c.now})
+	m.Update(5, 10, "")
+	m.Abort()
+	m.Update(6, 10, "")
+	if s := out.String(); !strings.HasPrefix(s, "\rlumina run [") || !strings.HasSuffix(s, "\033[K\r\033[K") || strings.Count(s, "\r") != 2 {
+		t.Errorf("bar after Abort: %q; want the bar, then cleared, nothing after", s)
+	}
+}
