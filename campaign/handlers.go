@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/queue"
+	"github.com/lumina-go/lumina/rundiff"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/search"
 	"github.com/lumina-go/lumina/testbed"
@@ -166,42 +167,15 @@ func runOne(it *queue.Item, p *runPayload, root string) *RunResult {
 	return r
 }
 
-// keyMetrics are the few numbers a suite's summary shows per run.
+// keyMetrics are a run's key metrics as lumina diff and the run history know them (rundiff.Extract), so a
+// suite's items compare with any other run; a workload run adds the monitor's pause ratio and limit share.
 func keyMetrics(doc *verdict.Document) map[string]float64 {
-	m := map[string]float64{}
-	passed := 0
-	for _, e := range doc.Expectations {
-		if e.OK {
-			passed++
-		}
-	}
-	m["expectations"] = float64(len(doc.Expectations))
-	m["expectations_passed"] = float64(passed)
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return m
-	}
-	var g struct {
-		Packets         *float64          `json:"packets"`
-		Retransmissions []json.RawMessage `json:"retransmissions"`
-		Timeouts        []json.RawMessage `json:"timeouts"`
-		CNP             *struct {
-			CNPs *float64 `json:"cnps"`
-		} `json:"cnp"`
-	}
-	if json.Unmarshal(b, &g) != nil {
-		return m
-	}
-	if g.Packets != nil {
-		m["packets"] = *g.Packets
-		m["retransmissions"] = float64(len(g.Retransmissions))
-		m["timeouts"] = float64(len(g.Timeouts))
-	}
-	if g.CNP != nil && g.CNP.CNPs != nil {
-		m["cnps"] = *g.CNP.CNPs
-	}
+	m := rundiff.Extract(doc)
 	if w := doc.Workload; w != nil {
-		m["pause_ratio"], m["goodput_gbps"], m["limit_share"] = w.PauseRatio, w.GoodputGbps, w.LimitShare
+		m["pause_ratio"], m["limit_share"] = w.PauseRatio, w.LimitShare
+		if _, ok := m["goodput_gbps"]; !ok {
+			m["goodput_gbps"] = w.GoodputGbps
+		}
 	}
 	return m
 }

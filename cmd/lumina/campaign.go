@@ -17,7 +17,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lumina-go/lumina/campaign"
+	"github.com/lumina-go/lumina/history"
 	"github.com/lumina-go/lumina/queue"
+	"github.com/lumina-go/lumina/rundiff"
+	"github.com/lumina-go/lumina/version"
 )
 
 // queueFlags are the work-queue options shared by campaign, search and worker.
@@ -64,7 +67,8 @@ func (f *queueFlags) check() error {
 func newCampaignCmd(stdout, stderr io.Writer) *cobra.Command {
 	var qf queueFlags
 	var out string
-	var jsonOut, quiet bool
+	var jsonOut, quiet, noHist bool
+	var histPath string
 	cmd := &cobra.Command{
 		Use:   "campaign FILE.yaml",
 		Short: "Run a suite (scenarios x NIC profiles or testbeds x seeds) through a NATS JetStream work queue",
@@ -110,6 +114,9 @@ not run (error, timeout, lost), 130 interrupted (re-run to continue).`,
 				}
 				return fail(exitBadArgs, err)
 			}
+			if !noHist {
+				recordSuite(histPath, out, stderr)
+			}
 			if jsonOut {
 				if err := writeIndentedJSON(stdout, sum); err != nil {
 					return err
@@ -128,7 +135,55 @@ not run (error, timeout, lost), 130 interrupted (re-run to continue).`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "campaign directory (default campaigns/<name>)")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the summary as JSON")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	cmd.Flags().StringVar(&histPath, "history", "", "record the suite's runs in this history database (default $LUMINA_HISTORY, else the user's data directory: lumina history)")
+	cmd.Flags().BoolVar(&noHist, "no-history", false, "do not record the suite's runs in the run history")
 	return cmd
+}
+
+// fileHistoryRecorded marks a campaign directory whose runs are in the run history, so that re-running a
+// finished campaign (which only reads its results back from the stream) records nothing twice.
+const fileHistoryRecorded = "history.recorded"
+
+// recordSuite records, once, every run of a finished campaign whose results directory is on this machine in
+// the run history, as lumina run records a run: a suite's items then list in lumina history and compare with
+// lumina diff like any run. The history is a convenience: when it cannot be written, a warning says so.
+func recordSuite(flag, dir string, stderr io.Writer) {
+	marker := filepath.Join(dir, fileHistoryRecorded)
+	if _, err := os.Stat(marker); err == nil {
+		return
+	}
+	path, err := historyPath(flag)
+	var db *history.DB
+	if err == nil {
+		db, err = history.Open(path)
+	}
+	if err == nil {
+		defer db.Close()
+		now := time.Now()
+		n := 0
+		err = campaign.ForEachRun(dir, func(it campaign.ItemSummary, rd string) error {
+			abs, _ := filepath.Abs(rd)
+			start := history.Start{Scenario: rundiff.ScenarioName(it.Scenario), ScenarioPath: it.Scenario, Testbed: orSim(it.Testbed),
+				NIC: it.Profile, Seed: it.Seed, ResultsDir: abs, Version: version.Get().String(), Time: now}
+			fin := history.Finish{Verdict: rundiff.VerdictError, ExitStatus: it.Exit, ResultsDir: abs, Metrics: rundiff.Metrics{}, Time: now}
+			if r, lerr := rundiff.LoadDir(rd); lerr == nil {
+				start.Scenario, start.NIC, start.Testbed = r.Scenario, r.NIC, r.Testbed
+				fin.Verdict, fin.ScenarioHash, fin.Metrics = r.Verdict, r.ScenarioHash, r.Metrics
+			}
+			id, err := db.Begin(start)
+			if err == nil {
+				err = db.Complete(id, fin)
+			}
+			n++
+			return err
+		})
+		if err == nil {
+			err = os.WriteFile(marker, []byte(fmt.Sprintf("%d runs recorded in %s\n", n, path)), 0o644)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "lumina: warning: the campaign's runs are not (all) recorded in the history: %v (--no-history to not try)\n", err)
+	}
 }
 
 func newWorkerCmd(stdout, stderr io.Writer) *cobra.Command {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,8 @@ func TestCampaignCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	code := run([]string{"campaign", file, "--out", filepath.Join(dir, "out"), "--workers", "2", "-q"}, &out, &errb)
+	hist := filepath.Join(dir, "h.db")
+	code := run([]string{"campaign", file, "--out", filepath.Join(dir, "out"), "--workers", "2", "-q", "--history", hist}, &out, &errb)
 	if code != exitFailed {
 		t.Fatalf("exit %d, want 1; stderr: %s", code, errb.String())
 	}
@@ -34,6 +36,38 @@ func TestCampaignCommand(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "out", f)); err != nil {
 			t.Error(err)
 		}
+	}
+
+	// The suite's runs are in the run history like any lumina run, once: re-running the finished campaign
+	// reads its results back and records nothing again.
+	if code := run([]string{"campaign", file, "--out", filepath.Join(dir, "out"), "--workers", "1", "-q", "--history", hist}, &out, &errb); code != exitFailed {
+		t.Fatalf("re-run: exit %d, want 1; stderr: %s", code, errb.String())
+	}
+	var hout bytes.Buffer
+	if code := run([]string{"history", "--history", hist, "--json"}, &hout, &errb); code != 0 {
+		t.Fatalf("history: exit %d: %s", code, errb.String())
+	}
+	var h struct {
+		Runs []struct {
+			Run struct {
+				NIC     string             `json:"nic"`
+				Verdict string             `json:"verdict"`
+				Metrics map[string]float64 `json:"metrics"`
+			} `json:"run"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(hout.Bytes(), &h); err != nil {
+		t.Fatalf("history --json: %v\n%s", err, hout.String())
+	}
+	got := map[string]string{}
+	for _, r := range h.Runs {
+		got[r.Run.NIC] = r.Run.Verdict
+		if r.Run.Metrics["packets"] == 0 {
+			t.Errorf("history: run on %s has no packets metric: %v", r.Run.NIC, r.Run.Metrics)
+		}
+	}
+	if len(h.Runs) != 2 || got["cx5"] != "pass" || got["e810"] != "fail" {
+		t.Errorf("history after the campaign and its re-run: %d runs %v; want 2: cx5 pass, e810 fail", len(h.Runs), got)
 	}
 }
 
