@@ -252,6 +252,9 @@ func (s *Stats) Report() *Report {
 	s.addDistributions(r)
 	r.PFC = s.pfcCounts()
 	r.Mirror = s.mirrorSummary()
+	if len(s.flows) > 0 { // no flows stay a null list
+		r.Flows = make([]Flow, 0, len(s.flows))
+	}
 	for k, f := range s.flows {
 		r.Flows = append(r.Flows, makeFlow(k, f))
 	}
