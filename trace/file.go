@@ -168,7 +168,18 @@ func Open(path string) (*File, error) {
 
 // NewReader reads a capture from r; name is used in error messages.
 func NewReader(r io.Reader, name string) (*File, error) {
-	f := &File{name: name, src: newSource(r)}
+	return newFile(newSource(r), name)
+}
+
+// NewBytesReader reads a capture held in memory (a file mapped into memory, say) without copying it: the Data
+// of the packets it returns point into b and stay valid as long as b does, beyond the next call of Next. It
+// reads b as NewReader reads a file of those bytes, with the same errors and truncation.
+func NewBytesReader(b []byte, name string) (*File, error) {
+	return newFile(&source{buf: b, wpos: len(b), eof: true}, name)
+}
+
+func newFile(src *source, name string) (*File, error) {
+	f := &File{name: name, src: src}
 	b, err := f.src.peek(4)
 	if err != nil {
 		if err == errShort {
@@ -436,13 +447,13 @@ func (f *File) readSHB(off int64) error {
 // min is the smallest valid total length for its type.
 func (f *File) block(off int64, min int) ([]byte, error) {
 	h, _ := f.src.peek(8)
-	blen := f.u32(h[4:])
+	typ, blen := f.u32(h), f.u32(h[4:]) // h is stale after the next peek, which may move the buffer
 	if err := f.checkBlockLen(off, blen, min); err != nil {
 		return nil, err
 	}
 	blk, err := f.src.peek(int(blen))
 	if err != nil {
-		return nil, f.shortErr(err, off, fmt.Sprintf("block of type 0x%08x", f.u32(h)), int(blen), len(blk))
+		return nil, f.shortErr(err, off, fmt.Sprintf("block of type 0x%08x", typ), int(blen), len(blk))
 	}
 	if tail := f.u32(blk[blen-4:]); tail != blen {
 		return nil, f.formatErr(off+int64(blen)-4, "block trailing length %d does not match leading length %d", tail, blen)
