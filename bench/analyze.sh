@@ -35,7 +35,8 @@ done
 cat "$CAP" "$SMALL" "$TMP"/lumina-bench-conns-*.pcap > /dev/null # into the page cache: every tool reads memory
 
 CORES=$(nproc)
-echo "== $(uname -m), $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(go version | cut -d' ' -f3), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "== $(uname -m), $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(go version | cut -d' ' -f3), load average $LOAD"
 echo
 echo "== Go benchmarks (one core)"
 go test ./roce -run '^$' -bench 'BenchmarkDecode$' | grep -E '^Benchmark'
@@ -114,7 +115,7 @@ done
 
 if [ -n "${UPDATE_README:-}" ]; then
 	block=$(mktemp)
-	awk -v n="$N" -v size="$(du -h "$CAP" | cut -f1)" -v cores="$CORES" -v t="$TS" \
+	awk -v n="$N" -v size="$(du -h "$CAP" | cut -f1)" -v cores="$CORES" -v t="$TS" -v date="$(date -u +%Y-%m-%d)" -v load="$LOAD" \
 		-v wd="$W_decode" -v cd="$C_decode" -v md="$M_decode" -v ws="$W_summary" -v cs="$C_summary" -v ms="$M_summary" \
 		-v wa="$W_analyze" -v ca="$C_analyze" -v ma="$M_analyze" -v w1="$W_analyze1core" -v c1="$C_analyze1core" -v m1="$M_analyze1core" \
 		-v wr="$W_readcrc" -v cr="$C_readcrc" -v mr="$M_readcrc" -v mt="${M_tshark:-0}" -v msmall="$M_analyze_small" \
@@ -122,6 +123,8 @@ if [ -n "${UPDATE_README:-}" ]; then
 	function row(name, w, c, m) {
 		printf "| %s | %.3f s | %.1f M | %.1f M | %s | %.0f MB |\n", name, w, n / w / 1e6, n / c / 1e6, t != "" ? sprintf("%.0fx", t / w) : "-", m / 1024 }
 	BEGIN {
+		printf "Taken by `UPDATE_README=1 bash bench/analyze.sh` on %s, load average %s when it started (other work on the machine\n", date, load
+		print "inflates the wall times, tshark'"'"'s most; the per-core figures are packets per CPU second). Medians of several runs.\n"
 		printf "| tool (%d packets, %s, %d cores) | wall | packets/s | per core | vs tshark | peak RSS |\n", n, size, cores
 		print "|---|---|---|---|---|---|"
 		row("read + CRC32 of every packet, every core (`bench/readcrc`: the read-bandwidth limit)", wr, cr, mr)
