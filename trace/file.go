@@ -178,6 +178,19 @@ func NewBytesReader(b []byte, name string) (*File, error) {
 	return newFile(&source{buf: b, wpos: len(b), eof: true}, name)
 }
 
+// SetBuffers makes the File keep the packets it returns valid beyond the next call of Next: it no longer reuses
+// its read buffer but, when it needs room, takes a new one from get (of at least min bytes; a shorter one is
+// replaced by an allocation), copies the bytes not yet consumed over and hands the old buffer to retired. The
+// Data of a packet points into the buffer that was current when Next returned it, and stays valid as long as
+// the caller does not reuse that buffer (after retired, once the packets in it are done with). Call it before
+// reading packets; a File from NewBytesReader ignores it (its buffer is the whole capture).
+func (f *File) SetBuffers(get func(min int) []byte, retired func(old []byte)) {
+	if f.src.r == nil {
+		return
+	}
+	f.src.get, f.src.retired = get, retired
+}
+
 func newFile(src *source, name string) (*File, error) {
 	f := &File{name: name, src: src}
 	b, err := f.src.peek(4)

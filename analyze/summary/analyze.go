@@ -218,7 +218,7 @@ func Open(paths []string, opts Options) (*Source, error) {
 		s.src = s.merger
 	}
 	if w := pipelineWorkers(opts.Workers); w > 1 {
-		s.pipe = newPipeline(s.src, s.merger, opts, w)
+		s.pipe = newPipeline(s.files, s.src, s.merger, opts, w)
 	}
 	return s, nil
 }
