@@ -9,14 +9,15 @@
 #   3. memory flat in the capture's size: peak RSS of the full analyze on N/10 and N packets;
 #   4. connections: the full analyze (--json) of traces of C connections of one 1 KB WRITE each (gencap -conns),
 #      C = 1,024, 8,192 and 65,536: time and peak RSS, per connection and against 1,024.
-# Each figure is the median of RUNS runs (wall and CPU) and the largest peak RSS; tshark runs TSHARK_RUNS times.
-# Usage: bash bench/analyze.sh     (N=1000000 RUNS=5 TSHARK_RUNS=1; SKIP_TSHARK=1 skips tshark;
+# Each figure is the median of RUNS runs (wall and CPU) and the largest peak RSS; the ratios against the
+# yardstick and against tshark are medians of pairs of runs taken in turn (tshark: TSHARK_RUNS pairs).
+# Usage: bash bench/analyze.sh     (N=1000000 RUNS=5 TSHARK_RUNS=3; SKIP_TSHARK=1 skips tshark;
 #                                   UPDATE_README=1 rewrites the README's analyze table with the figures)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1000000}
 RUNS=${RUNS:-5}
-TSHARK_RUNS=${TSHARK_RUNS:-1}
+TSHARK_RUNS=${TSHARK_RUNS:-3}
 TMP=${TMPDIR:-/tmp}
 CAP=${CAP:-$TMP/lumina-bench-$N.pcap}
 SMALL=$TMP/lumina-bench-$((N / 10)).pcap
@@ -84,15 +85,42 @@ measure analyze "$N" "$RUNS" "$BIN/lumina" analyze --json "$CAP"
 measure analyze1core "$N" "$RUNS" env GOMAXPROCS=1 "$BIN/lumina" analyze --json "$CAP"
 echo "   readcrc: read + CRC32 of every packet (-j 1: one core; else every core); decode: --no-icrc --no-checks;"
 echo "   summary: --no-checks (every ICRC); analyze: the full analysis (ICRC + checkers), every core and GOMAXPROCS=1"
-TS=""
+
+# ratio_pairs KEY_A KEY_B RUNS: R_OUT is the median over RUNS pairs of wall(B) / wall(A), for the commands in
+# PAIR_A and PAIR_B (words joined by \x1f) taken in turn (A B A B ...), so that a change in the machine's load
+# hits both sides of a pair alike.
+echo
+echo "== ratios from runs taken in turn, pair by pair (median of the pairs' ratios)"
+ratio_pairs() {
+	local a=$1 b=$2 runs=$3 r=""
+	shift 3
+	local -a cmd_a cmd_b
+	IFS=$'\x1f' read -r -a cmd_a <<< "${PAIR_A}"
+	IFS=$'\x1f' read -r -a cmd_b <<< "${PAIR_B}"
+	for i in $(seq "$runs"); do
+		measure "$a$i" "$N" 1 "${cmd_a[@]}"
+		measure "$b$i" "$N" 1 "${cmd_b[@]}"
+		local wa=W_$a$i wb=W_$b$i
+		r="$r $(awk -v x="${!wa}" -v y="${!wb}" 'BEGIN { print y / x }')"
+	done
+	R_OUT=$(median $r)
+}
+join() { local IFS=$'\x1f'; echo "$*"; }
+PAIR_A=$(join "$BIN/lumina" analyze --json "$CAP") PAIR_B=$(join "$BIN/readcrc" -j 0 "$CAP")
+ratio_pairs pa pr "$RUNS"
+R_READ=$R_OUT
+TS="" R_TSHARK=""
 if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark > /dev/null; then
-	measure tshark "$N" "$TSHARK_RUNS" tshark -r "$CAP" -T fields -e infiniband.bth.psn
-	TS=$W_tshark
+	PAIR_B=$(join tshark -r "$CAP" -T fields -e infiniband.bth.psn)
+	ratio_pairs pt tshark "$TSHARK_RUNS"
+	R_TSHARK=$R_OUT
+	TS=$(median $(for i in $(seq "$TSHARK_RUNS"); do v=W_tshark$i; echo "${!v}"; done))
+	M_tshark=$M_tshark1
 fi
 echo
-awk -v a="$W_analyze" -v r="$W_readcrc" -v r1="$W_readcrc1" -v t="$TS" -v c="$C_analyze" -v n="$N" 'BEGIN {
-	if (t != "") printf "lumina analyze vs tshark:                     %6.1fx faster (target >= 50x)\n", t / a
-	printf "lumina analyze vs the read-bandwidth limit:   %6.2fx the time of readcrc on every core (%.2fx of one core'"'"'s)\n", a / r, a / r1
+awk -v rr="$R_READ" -v rt="$R_TSHARK" -v c="$C_analyze" -v n="$N" 'BEGIN {
+	if (rt != "") printf "lumina analyze vs tshark:                     %6.1fx faster (target >= 50x)\n", rt
+	printf "lumina analyze vs the read-bandwidth limit:   %6.2fx the time of readcrc on every core\n", 1 / rr
 	printf "lumina analyze per core:                      %6.2f M packets/s of CPU time (target >= 2)\n", n / c / 1e6 }'
 
 echo
@@ -119,6 +147,7 @@ if [ -n "${UPDATE_README:-}" ]; then
 		-v wd="$W_decode" -v cd="$C_decode" -v md="$M_decode" -v ws="$W_summary" -v cs="$C_summary" -v ms="$M_summary" \
 		-v wa="$W_analyze" -v ca="$C_analyze" -v ma="$M_analyze" -v w1="$W_analyze1core" -v c1="$C_analyze1core" -v m1="$M_analyze1core" \
 		-v wr="$W_readcrc" -v cr="$C_readcrc" -v mr="$M_readcrc" -v mt="${M_tshark:-0}" -v msmall="$M_analyze_small" \
+		-v rt="$R_TSHARK" -v rr="$R_READ" \
 		-v wc1="$C_conns1024" -v mc1="$M_conns1024" -v wc2="$C_conns8192" -v mc2="$M_conns8192" -v wc3="$C_conns65536" -v mc3="$M_conns65536" '
 	function row(name, w, c, m) {
 		printf "| %s | %.3f s | %.1f M | %.1f M | %s | %.0f MB |\n", name, w, n / w / 1e6, n / c / 1e6, t != "" ? sprintf("%.0fx", t / w) : "-", m / 1024 }
@@ -133,8 +162,9 @@ if [ -n "${UPDATE_README:-}" ]; then
 		row("`lumina analyze` (summary, ICRC, and the checkers on every connection)", wa, ca, ma)
 		row("`lumina analyze` on one core (GOMAXPROCS=1)", w1, c1, m1)
 		if (t != "") printf "| `tshark -r FILE -T fields -e infiniband.bth.psn` | %.1f s | %.0f k | | 1x | %.0f MB |\n", t, n / t / 1e3, mt / 1024
-		printf "\nThe full analyze takes %.2fx the time of the read-bandwidth limit; its peak RSS is %.0f MB on %d packets and %.0f MB on %d.\n",
-			wa / wr, msmall / 1024, n / 10, ma / 1024, n
+		printf "\nIn runs taken in turn, pair by pair: the full analyze takes %.2fx the time of the read-bandwidth limit", 1 / rr
+		if (rt != "") printf " and is %.1fx faster than tshark", rt
+		printf " (medians of the pairs'"'"' ratios). Its peak RSS is %.0f MB on %d packets and %.0f MB on %d.\n", msmall / 1024, n / 10, ma / 1024, n
 		printf "On traces of one 1 KB WRITE per connection (`lumina analyze --json`, CPU time / peak RSS): 1,024 connections %.2f s / %.0f MB, 8,192 %.2f s / %.0f MB, 65,536 %.2f s / %.0f MB (%.1f us and %.1f KB per connection).\n",
 			wc1, mc1 / 1024, wc2, mc2 / 1024, wc3, mc3 / 1024, wc3 / 65536 * 1e6, mc3 / 65536 }' > "$block"
 	awk -v f="$block" '
