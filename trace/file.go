@@ -171,23 +171,13 @@ func NewReader(r io.Reader, name string) (*File, error) {
 	return newFile(newSource(r), name)
 }
 
-// NewBytesReader reads a capture held in memory (a file mapped into memory, say) without copying it: the Data
-// of the packets it returns point into b and stay valid as long as b does, beyond the next call of Next. It
-// reads b as NewReader reads a file of those bytes, with the same errors and truncation.
-func NewBytesReader(b []byte, name string) (*File, error) {
-	return newFile(&source{buf: b, wpos: len(b), eof: true}, name)
-}
-
 // SetBuffers makes the File keep the packets it returns valid beyond the next call of Next: it no longer reuses
 // its read buffer but, when it needs room, takes a new one from get (of at least min bytes; a shorter one is
 // replaced by an allocation), copies the bytes not yet consumed over and hands the old buffer to retired. The
 // Data of a packet points into the buffer that was current when Next returned it, and stays valid as long as
 // the caller does not reuse that buffer (after retired, once the packets in it are done with). Call it before
-// reading packets; a File from NewBytesReader ignores it (its buffer is the whole capture).
+// reading packets.
 func (f *File) SetBuffers(get func(min int) []byte, retired func(old []byte)) {
-	if f.src.r == nil {
-		return
-	}
 	f.src.get, f.src.retired = get, retired
 }
 
