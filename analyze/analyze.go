@@ -153,6 +153,19 @@ type analyzer struct {
 	// connections, and the counters, cannot be judged.
 	moved      map[flowKey]int
 	movedTotal int
+	// lookups caches what lookup found in reqs and resps (hashing a flowKey costs more than comparing it);
+	// an entry holds while lookupGen, bumped at every change of the maps, is the one it was made with.
+	lookups   [lookupCacheSize]lookupEntry
+	lookupGen uint32
+}
+
+const lookupCacheSize = 64
+
+type lookupEntry struct {
+	k   flowKey
+	cs  *connState
+	gen uint32
+	d   dir
 }
 
 // hostDiscards sums, per host, the changes of the counters whose name says "discard".
@@ -190,7 +203,7 @@ func newAnalyzer(opts Options) *analyzer {
 	a := &analyzer{opts: opts, reqs: make(map[flowKey]*connState),
 		resps: make(map[flowKey]*connState), skipped: make(map[flowKey]bool),
 		roles: make(map[netip.Addr]int), meta: opts.Metadata, maxViol: opts.MaxViolations,
-		slack: windowSlack, maxWin: maxWindow}
+		slack: windowSlack, maxWin: maxWindow, lookupGen: 1}
 	if a.maxViol <= 0 {
 		a.maxViol = 100
 	}
@@ -369,9 +382,15 @@ func (a *analyzer) lookup(p *roce.Packet) (*connState, dir) {
 	if op.IsRequest() {
 		m, d = a.reqs, dirReq
 	}
+	e := &a.lookups[(k.qp^uint32(d)<<7^uint32(k.ip.As16()[15])<<3)%lookupCacheSize]
+	if e.gen == a.lookupGen && e.d == d && e.k == k {
+		return e.cs, d
+	}
 	if cs, ok := m[k]; ok {
+		*e = lookupEntry{k: k, d: d, cs: cs, gen: a.lookupGen}
 		return cs, d
 	}
+	a.lookupGen++ // the maps change below: forget every cached lookup
 	if a.opts.Conns != nil {
 		m[k] = nil
 		a.skip(k, p, "not a connection of the run")
@@ -411,6 +430,7 @@ func (a *analyzer) pair(i int, qpn uint32) {
 	cs.respKnown = true
 	a.unpaired = append(a.unpaired[:i], a.unpaired[i+1:]...)
 	a.resps[flowKey{cs.c.ReqIP, qpn}] = cs
+	a.lookupGen++
 }
 
 // onCNP attributes a CNP to the connection whose data sender it addresses.

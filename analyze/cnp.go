@@ -417,7 +417,7 @@ func (a *analyzer) configuredDue(i int, nic NICInfo) bool {
 func (a *analyzer) cnpChecks(missed, extra []int) {
 	for _, cs := range a.conns {
 		if a.npNIC(cs).CNPScope != "" && cs.events && cs.viol["cnp"] == nil {
-			cs.viol["cnp"] = &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}}
+			cs.setViol("cnp", &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}})
 		}
 	}
 	for _, i := range missed {
@@ -429,7 +429,7 @@ func (a *analyzer) cnpChecks(missed, extra []int) {
 			what = "NAK"
 		}
 		if cs.viol["cnp"] == nil {
-			cs.viol["cnp"] = &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}}
+			cs.setViol("cnp", &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}})
 		}
 		cs.violate("cnp", tr.idx, "%s was due a CNP under the %s limiter (interval %g us) but none was sent",
 			what, nic.CNPScope, us(nic.CNPIntervalNs))
@@ -445,7 +445,7 @@ func (a *analyzer) cnpChecks(missed, extra []int) {
 			continue
 		}
 		if cs.viol["cnp"] == nil {
-			cs.viol["cnp"] = &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}}
+			cs.setViol("cnp", &Check{Analyzer: "cnp", QP: cs.qp(), Violations: []Violation{}})
 		}
 		switch {
 		case !nic.NPEnabled:

@@ -69,7 +69,6 @@ func newConnState(a *analyzer, c Conn, learned bool) *connState {
 	cs.gbn.init()
 	cs.irn.init()
 	cs.rd.init()
-	cs.viol = make(map[string]*Check, 3)
 	return cs
 }
 
@@ -107,12 +106,21 @@ func (cs *connState) isIRN() bool {
 	return cs.sawSACK || cs.a.opts.Requester.Profile == "irn" || cs.a.opts.Responder.Profile == "irn"
 }
 
+// setViol files a connection's check of one analyzer; the map is made on the first (most connections never
+// have one: a map each would be most of an idle connection's memory).
+func (cs *connState) setViol(analyzer string, c *Check) {
+	if cs.viol == nil {
+		cs.viol = make(map[string]*Check, 3)
+	}
+	cs.viol[analyzer] = c
+}
+
 // violate records a violation for one analyzer of this connection.
 func (cs *connState) violate(analyzer string, idx int, format string, args ...any) {
 	c := cs.viol[analyzer]
 	if c == nil {
 		c = &Check{Analyzer: analyzer, QP: cs.qp(), Violations: []Violation{}}
-		cs.viol[analyzer] = c
+		cs.setViol(analyzer, c)
 	}
 	c.ViolationCount++
 	if len(c.Violations) < cs.a.maxViol {

@@ -9,7 +9,7 @@ import (
 // the trace (first transmission of a message's first packet -> the ACK, or the in-order READ response, that
 // completes it; goodput = payload delivered / (last completion - first data packet)).
 func (a *analyzer) trafficResults() []TrafficQP {
-	out := []TrafficQP{}
+	out := make([]TrafficQP, 0, max(len(a.opts.Traffic), len(a.conns)))
 	if len(a.opts.Traffic) > 0 {
 		for _, t := range a.opts.Traffic {
 			mct := t.MCTUs
@@ -55,9 +55,9 @@ func median(v []float64) float64 {
 // with a baseline: Options.IdealMCTUs, or the median of each innocent connection's fastest message. A ratio
 // above 10 flags a noisy neighbor. It needs at least one victim and one innocent connection.
 func (a *analyzer) noisyNeighbor(tr []TrafficQP) *NoisyNeighbor {
-	byQP := map[int]TrafficQP{}
-	for _, t := range tr {
-		byQP[t.QP] = t
+	byQP := make(map[int]*TrafficQP, len(tr))
+	for i := range tr {
+		byQP[tr[i].QP] = &tr[i]
 	}
 	nn := &NoisyNeighbor{InnocentQPs: []int{}, VictimQPs: []int{}}
 	var all, fastest []float64

@@ -90,14 +90,19 @@ func flowAccount(w io.Writer, d *CaptureDoc) {
 	key := func(src, dst string, qp uint32) string { return fmt.Sprintf("%s > %s qp 0x%06x", src, dst, qp) }
 	judged := map[string]bool{}
 	conns := 0
+	byQP := make(map[int][]int, len(d.Connections)) // a check's connections, in order: linear in connections
+	for i, cn := range d.Connections {
+		byQP[cn.Index+1] = append(byQP[cn.Index+1], i) // the capture analysis numbers connections from 1
+	}
 	for _, c := range d.Checks {
 		switch c.Analyzer {
 		case "gbn", "gbn-read", "irn":
 		default:
 			continue
 		}
-		for _, cn := range d.Connections {
-			if cn.Index+1 == c.QP { // the capture analysis numbers connections from 1
+		for _, i := range byQP[c.QP] {
+			cn := d.Connections[i]
+			{
 				conns++
 				judged[key(cn.ReqIP.String(), cn.RespIP.String(), cn.RespQPN)] = true
 				judged[key(cn.RespIP.String(), cn.ReqIP.String(), cn.ReqQPN)] = true

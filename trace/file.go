@@ -168,7 +168,21 @@ func Open(path string) (*File, error) {
 
 // NewReader reads a capture from r; name is used in error messages.
 func NewReader(r io.Reader, name string) (*File, error) {
-	f := &File{name: name, src: newSource(r)}
+	return newFile(newSource(r), name)
+}
+
+// SetBuffers makes the File keep the packets it returns valid beyond the next call of Next: it no longer reuses
+// its read buffer but, when it needs room, takes a new one from get (of at least min bytes; a shorter one is
+// replaced by an allocation), copies the bytes not yet consumed over and hands the old buffer to retired. The
+// Data of a packet points into the buffer that was current when Next returned it, and stays valid as long as
+// the caller does not reuse that buffer (after retired, once the packets in it are done with). Call it before
+// reading packets.
+func (f *File) SetBuffers(get func(min int) []byte, retired func(old []byte)) {
+	f.src.get, f.src.retired = get, retired
+}
+
+func newFile(src *source, name string) (*File, error) {
+	f := &File{name: name, src: src}
 	b, err := f.src.peek(4)
 	if err != nil {
 		if err == errShort {
@@ -436,13 +450,13 @@ func (f *File) readSHB(off int64) error {
 // min is the smallest valid total length for its type.
 func (f *File) block(off int64, min int) ([]byte, error) {
 	h, _ := f.src.peek(8)
-	blen := f.u32(h[4:])
+	typ, blen := f.u32(h), f.u32(h[4:]) // h is stale after the next peek, which may move the buffer
 	if err := f.checkBlockLen(off, blen, min); err != nil {
 		return nil, err
 	}
 	blk, err := f.src.peek(int(blen))
 	if err != nil {
-		return nil, f.shortErr(err, off, fmt.Sprintf("block of type 0x%08x", f.u32(h)), int(blen), len(blk))
+		return nil, f.shortErr(err, off, fmt.Sprintf("block of type 0x%08x", typ), int(blen), len(blk))
 	}
 	if tail := f.u32(blk[blen-4:]); tail != blen {
 		return nil, f.formatErr(off+int64(blen)-4, "block trailing length %d does not match leading length %d", tail, blen)

@@ -3,10 +3,12 @@ package trace
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 )
 
 // maxBuffer is the most a reader may ever hold: one maximal pcapng block.
@@ -16,6 +18,7 @@ const maxBuffer = MaxBlockLen
 // for any input: no panic, errors are typed with an in-range offset, packets
 // are self-consistent, and the buffer never exceeds the cap.
 func fuzzRead(t *testing.T, data []byte) {
+	sameFromBytes(t, data)
 	f, err := NewReader(bytes.NewReader(data), "fuzz")
 	if err != nil {
 		var fe *FormatError
@@ -92,4 +95,47 @@ func FuzzPcapReader(f *testing.F) {
 func FuzzPcapngReader(f *testing.F) {
 	addSeeds(f, true)
 	f.Fuzz(fuzzRead)
+}
+
+// newBytesReader reads a capture held in memory without copying it, the oracle of sameFromBytes: nothing to
+// refill, so none of the buffer handling of a stream.
+func newBytesReader(b []byte, name string) (*File, error) {
+	return newFile(&source{buf: b, wpos: len(b), eof: true}, name)
+}
+
+// sameFromBytes: newBytesReader over data gives what NewReader over the same bytes gives, packet by packet,
+// error by error, truncation included; and its packets point into data.
+func sameFromBytes(t *testing.T, data []byte) {
+	t.Helper()
+	a, errA := NewReader(bytes.NewReader(data), "fuzz")
+	b, errB := newBytesReader(data, "fuzz")
+	if fmt.Sprint(errA) != fmt.Sprint(errB) {
+		t.Fatalf("open: stream %v, bytes %v", errA, errB)
+	}
+	if errA != nil {
+		return
+	}
+	for i := 0; ; i++ {
+		pa, errA := a.Next()
+		pb, errB := b.Next()
+		if fmt.Sprint(errA) != fmt.Sprint(errB) {
+			t.Fatalf("packet %d: stream %v, bytes %v", i, errA, errB)
+		}
+		if errA != nil {
+			break
+		}
+		if !bytes.Equal(pa.Data, pb.Data) || pa.CapLen != pb.CapLen || pa.OrigLen != pb.OrigLen || pa.Timestamp != pb.Timestamp ||
+			pa.LinkType != pb.LinkType || pa.Interface != pb.Interface || pa.Comment != pb.Comment || pa.Index != pb.Index ||
+			pa.Offset != pb.Offset {
+			t.Fatalf("packet %d: stream %+v, bytes %+v", i, *pa, *pb)
+		}
+		if len(pb.Data) > 0 {
+			if d := uintptr(unsafe.Pointer(&pb.Data[0])) - uintptr(unsafe.Pointer(&data[0])); d >= uintptr(len(data)) {
+				t.Fatalf("packet %d: data copied out of the input", i)
+			}
+		}
+	}
+	if fmt.Sprint(a.Truncated()) != fmt.Sprint(b.Truncated()) {
+		t.Fatalf("truncation: stream %v, bytes %v", a.Truncated(), b.Truncated())
+	}
 }

@@ -122,6 +122,10 @@ type source struct {
 	eof   bool
 	err   error // sticky non-EOF read error
 	empty int   // consecutive (0, nil) reads
+	// get and retired are File.SetBuffers': when set, the source never writes into a buffer it handed bytes
+	// out of; it moves on to a buffer from get instead.
+	get     func(min int) []byte
+	retired func(old []byte)
 }
 
 const initialBuffer = 64 * 1024
@@ -142,6 +146,23 @@ func (s *source) peek(n int) ([]byte, error) {
 		}
 		if s.eof {
 			return s.buf[s.rpos:s.wpos], errShort
+		}
+		if s.get != nil && s.rpos+n > len(s.buf) {
+			// No room after the unread data: move it to a new buffer (the old one keeps what was handed out),
+			// growing as the in-place path does, only as far as data arrives.
+			size := len(s.buf)
+			if n > size {
+				size = min(n, 2*size)
+			}
+			nb := s.get(size)
+			if len(nb) < size {
+				nb = make([]byte, size)
+			}
+			m := copy(nb, s.buf[s.rpos:s.wpos])
+			old := s.buf
+			s.base += int64(s.rpos)
+			s.buf, s.rpos, s.wpos = nb, 0, m
+			s.retired(old)
 		}
 		if s.rpos > 0 && s.rpos+n > len(s.buf) {
 			// Slide unread data to the front before reading more.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -86,4 +87,100 @@ func UnmarshalList(data []byte, key string, list any) error {
 		return fmt.Errorf("no %q list in the document", key)
 	}
 	return json.Unmarshal(raw, list)
+}
+
+// WriteDocument writes MarshalDocument(v) to w byte for byte, indenting as it writes: it holds the compact
+// encoding only, not the indented copy and the buffers in between (a few hundred megabytes for the analysis
+// of tens of thousands of connections).
+func WriteDocument(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < 2 || b[0] != '{' {
+		return fmt.Errorf("a JSON document must be an object, not %.20s", b)
+	}
+	ind := indenter{w: w, out: make([]byte, 0, 64<<10)}
+	ind.write([]byte(`{"schema_version":` + strconv.Itoa(SchemaVersion)))
+	if !bytes.Equal(b, []byte("{}")) {
+		ind.write([]byte{','})
+	}
+	ind.write(b[1:])
+	ind.out = append(ind.out, '\n')
+	ind.flush()
+	return ind.err
+}
+
+// indenter is json.Indent(dst, src, "", "  ") for the compact output of json.Marshal (no space outside
+// strings), fed in pieces and writing as it goes.
+type indenter struct {
+	w                io.Writer
+	out              []byte
+	err              error
+	depth            int
+	inString, escape bool
+	needIndent       bool // after { or [: the newline waits, so that empty ones stay {} and []
+}
+
+func (d *indenter) write(src []byte) {
+	for _, c := range src {
+		if len(d.out) >= 60<<10 {
+			d.flush()
+		}
+		if d.inString {
+			d.out = append(d.out, c)
+			switch {
+			case d.escape:
+				d.escape = false
+			case c == '\\':
+				d.escape = true
+			case c == '"':
+				d.inString = false
+			}
+			continue
+		}
+		if d.needIndent && c != '}' && c != ']' {
+			d.needIndent = false
+			d.depth++
+			d.newline()
+		}
+		switch c {
+		case '"':
+			d.inString = true
+			d.out = append(d.out, c)
+		case '{', '[':
+			d.needIndent = true
+			d.out = append(d.out, c)
+		case ',':
+			d.out = append(d.out, c)
+			d.newline()
+		case ':':
+			d.out = append(d.out, c, ' ')
+		case '}', ']':
+			if d.needIndent {
+				d.needIndent = false
+			} else {
+				d.depth--
+				d.newline()
+			}
+			d.out = append(d.out, c)
+		default:
+			d.out = append(d.out, c)
+		}
+	}
+}
+
+func (d *indenter) newline() {
+	d.out = append(d.out, '\n')
+	for i := 0; i < d.depth; i++ {
+		d.out = append(d.out, ' ', ' ')
+	}
+}
+
+func (d *indenter) flush() {
+	if d.err == nil && len(d.out) > 0 {
+		_, d.err = d.w.Write(d.out)
+	}
+	d.out = d.out[:0]
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// Counters are the switch's counters for the integrity check of Lumina dumps; nil: unknown (the count
 	// conditions are skipped).
 	Counters *SwitchCounts
+	// Workers is how many goroutines decode frames and verify ICRCs while one reads the files and the caller
+	// counts (Source): 0 means one per core (GOMAXPROCS), 1 the one-worker path that does everything in line
+	// on the caller's goroutine. The report is the same whatever the number.
+	Workers int
 }
 
 // mirrorSample is how many leading packets of a file IsMirrorTagged looks at.
@@ -136,6 +140,11 @@ type Source struct {
 	integrity *trace.IntegrityChecker
 	counts    SwitchCounts
 	merged    int
+	// pipe runs the reading, decoding and ICRC checks on other goroutines; nil on the one-worker path.
+	pipe *pipeline
+	// dec is the decoding of the packet Next returned last, decoded whether dec holds one (Decoded).
+	dec     *roce.Packet
+	decoded bool
 }
 
 // Open opens the captures at paths and merges them as Analyze does. Read the packets with Next until it
@@ -188,9 +197,8 @@ func Open(paths []string, opts Options) (*Source, error) {
 			s.Close()
 			return nil, fmt.Errorf("analyzing: opening capture: %w", err)
 		}
-		ra := newReadAhead(osf)
-		s.closers = append(s.closers, ra)
-		f, err := trace.NewReader(ra, p)
+		s.closers = append(s.closers, osf)
+		f, err := trace.NewReader(osf, p)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("analyzing: %w", err)
@@ -209,6 +217,9 @@ func Open(paths []string, opts Options) (*Source, error) {
 		s.merger = trace.NewMerger(trace.MergeOptions{ByMirrorSeq: order == OrderMirror}, readers...)
 		s.src = s.merger
 	}
+	if w := pipelineWorkers(opts.Workers); w > 1 {
+		s.pipe = newPipeline(s.files, s.src, s.merger, opts, w)
+	}
 	return s, nil
 }
 
@@ -221,7 +232,34 @@ func (s *Source) Next() (*trace.Packet, error) {
 	if s.readErr != nil {
 		return nil, s.readErr
 	}
-	p, err := s.src.Next()
+	var (
+		p   *trace.Packet
+		in  int
+		err error
+	)
+	if s.pipe != nil {
+		var ok bool
+		var icrc roce.ICRCStatus
+		p, in, s.dec, ok, icrc, err = s.pipe.next()
+		if err == nil {
+			s.decoded = false
+			if p.LinkType == trace.LinkTypeEthernet {
+				s.stats.addDecoded(p.Data, p.OrigLen, p.Timestamp, s.dec, ok, icrc)
+				s.decoded = s.stats.opts.Port == roce.UDPPort
+			} else {
+				s.stats.Add(p)
+			}
+		}
+	} else {
+		p, err = s.src.Next()
+		if err == nil {
+			if s.merger != nil {
+				in, _ = s.merger.Origin()
+			}
+			s.stats.Add(p)
+			s.dec, s.decoded = &s.stats.pkt, s.stats.lastDecoded
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
 			s.readErr = fmt.Errorf("analyzing: %w", err)
@@ -229,12 +267,7 @@ func (s *Source) Next() (*trace.Packet, error) {
 		}
 		return nil, err
 	}
-	in := 0
-	if s.merger != nil {
-		in, _ = s.merger.Origin()
-	}
 	s.perFile[in]++
-	s.stats.Add(p)
 	if s.integrity != nil {
 		m, _ := roce.DecodeMirror(p.Data) // a packet without metadata shows as seq 0, out of the sequence space
 		s.integrity.Add(s.merged, m)
@@ -246,10 +279,13 @@ func (s *Source) Next() (*trace.Packet, error) {
 // Decoded returns the decoding of the packet Next returned last (on the RoCEv2 port 4791), so that the
 // analyzers reading this stream need not decode it again (analyze.Predecoded); false when it was not decoded
 // (another link type, or another RoCE port given in the options).
-func (s *Source) Decoded() (*roce.Packet, bool) { return &s.stats.pkt, s.stats.lastDecoded }
+func (s *Source) Decoded() (*roce.Packet, bool) { return s.dec, s.decoded }
 
 // Report returns the summary of the packets read so far, and the read error that stopped the stream, if any.
 func (s *Source) Report() (*Report, error) {
+	if s.pipe != nil {
+		s.pipe.stop() // the reader goroutine no longer touches the files, whose state the report reads
+	}
 	r := s.stats.Report()
 	r.Order = s.order.String()
 	if len(s.files) == 1 && s.order == OrderTime {
@@ -289,10 +325,10 @@ func (s *Source) Report() (*Report, error) {
 	return r, s.readErr
 }
 
-// Close closes the captures (and stops the ICRC workers if Report was not called).
+// Close stops the pipeline's goroutines and closes the captures.
 func (s *Source) Close() {
-	if s.stats != nil {
-		s.stats.finishICRC()
+	if s.pipe != nil {
+		s.pipe.stop()
 	}
 	for _, c := range s.closers {
 		c.Close()

@@ -7,4 +7,10 @@
 //
 // Stats is the accumulator: Add decodes each packet once into a reused roce.Packet and allocates nothing in the
 // steady state; memory grows only with the number of flows. Analyze opens and merges files and feeds Stats.
+//
+// Source (what `lumina analyze` reads, summary and checkers in one pass) spreads the work over the cores: one
+// goroutine reads and merges the files into batches, decoders decode the frames and verify their ICRCs batch by
+// batch, and the caller counts every packet in the stream's order (pipeline.go). A fixed number of batches
+// circulate, so memory stays flat in the capture's size; Options.Workers = 1 does everything in line, and both
+// give the same report whatever the number of cores.
 package summary

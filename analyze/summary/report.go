@@ -208,7 +208,6 @@ const (
 
 // Report builds the report of what was added so far. It may be called at any time.
 func (s *Stats) Report() *Report {
-	s.finishICRC()
 	r := &Report{
 		Packets:          s.packets,
 		Bytes:            s.bytes,
@@ -253,6 +252,9 @@ func (s *Stats) Report() *Report {
 	s.addDistributions(r)
 	r.PFC = s.pfcCounts()
 	r.Mirror = s.mirrorSummary()
+	if len(s.flows) > 0 { // no flows stay a null list
+		r.Flows = make([]Flow, 0, len(s.flows))
+	}
 	for k, f := range s.flows {
 		r.Flows = append(r.Flows, makeFlow(k, f))
 	}

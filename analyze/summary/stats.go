@@ -60,9 +60,8 @@ type Stats struct {
 	etherTypes map[uint16]int64 // frames with an EtherType that is neither IP nor RoCE
 
 	roce, v1, v2, v2IPv6, truncHdr int64
-	icrc                           [3]int64  // indexed by roce.ICRCStatus
-	icrcPool                       *icrcPool // verifies ICRCs on another core; nil: in line
-	lastDecoded                    bool      // pkt holds the last frame decoded on the RoCEv2 port 4791
+	icrc                           [3]int64 // indexed by roce.ICRCStatus
+	lastDecoded                    bool     // pkt holds the last frame decoded on the RoCEv2 port 4791
 	opcodes                        [256]int64
 	ecn                            [4]int64
 	dscp                           [64]int64
@@ -109,22 +108,7 @@ func NewStats(opts Options) *Stats {
 		etherTypes: make(map[uint16]int64),
 		flows:      make(map[flowKey]*flow),
 	}
-	if !opts.SkipICRC {
-		s.icrcPool = newICRCPool()
-	}
 	return s
-}
-
-// finishICRC waits for the ICRC workers and adds their totals; Report calls it, Close too.
-func (s *Stats) finishICRC() {
-	if s.icrcPool == nil {
-		return
-	}
-	c := s.icrcPool.finish()
-	s.icrcPool = nil
-	for i, n := range c {
-		s.icrc[i] += n
-	}
 }
 
 // SetMirrorTagged makes Add read Lumina's mirror metadata (event in the IPv4 TTL, sequence number in the source
@@ -168,6 +152,23 @@ func (s *Stats) countFrame(lt uint32, ts int64, capLen, origLen int) {
 // AddFrame accounts one Ethernet frame: data is the captured bytes, origLen the length on the wire, ts the
 // capture time in nanoseconds (0 if unknown).
 func (s *Stats) AddFrame(data []byte, origLen int, ts int64) {
+	p := &s.pkt
+	decoded := p.DecodePort(data, origLen, s.opts.Port)
+	s.addDecoded(data, origLen, ts, p, decoded, s.checkICRC(p, decoded))
+	s.lastDecoded = s.opts.Port == roce.UDPPort
+}
+
+// checkICRC is the ICRC verdict the summary counts for a frame p holds the decoding of.
+func (s *Stats) checkICRC(p *roce.Packet, decoded bool) roce.ICRCStatus {
+	if !decoded || s.opts.SkipICRC || p.Truncated {
+		return roce.ICRCNotCheckable
+	}
+	return p.CheckICRC()
+}
+
+// addDecoded accounts one Ethernet frame that p holds the decoding of (DecodePort on the options' port, which
+// returned decoded), icrc its verdict (checkICRC): the decoding and the CRC may run on another core.
+func (s *Stats) addDecoded(data []byte, origLen int, ts int64, p *roce.Packet, decoded bool, icrc roce.ICRCStatus) {
 	if s.mirror && ts > 0 && ts < 1<<48 {
 		// A Lumina dumper stamps each packet with the switch's 48-bit nanosecond clock, which wraps every
 		// 78 hours (an epoch time is far above 2^48 ns): one timeline across the wrap, so that the duration
@@ -178,9 +179,6 @@ func (s *Stats) AddFrame(data []byte, origLen int, ts int64) {
 	if s.mirror {
 		s.addMirror(data)
 	}
-	p := &s.pkt
-	decoded := p.DecodePort(data, origLen, s.opts.Port)
-	s.lastDecoded = s.opts.Port == roce.UDPPort
 	if !decoded {
 		s.reasons[p.Reason]++
 		if p.Reason == roce.ReasonOtherEtherType {
@@ -207,14 +205,7 @@ func (s *Stats) AddFrame(data []byte, origLen int, ts int64) {
 	if p.Reason == roce.ReasonShortBTH {
 		s.truncHdr++
 	}
-	switch {
-	case s.opts.SkipICRC || p.Truncated:
-		s.icrc[roce.ICRCNotCheckable]++
-	case s.icrcPool != nil:
-		s.icrcPool.add(data)
-	default:
-		s.icrc[p.CheckICRC()]++
-	}
+	s.icrc[icrc]++
 	if p.BTHOffset+roce.BTHLen > len(data) {
 		return // not even a whole BTH: nothing per flow to say
 	}

@@ -3,7 +3,11 @@
 // packets CE-marked) over several QPs in both directions, with a few PSN gaps and go-back-N retransmissions.
 // The output is deterministic for a given -n and -seed.
 //
+// With -conns N it writes instead a trace of N connections that each carry one 1 KB message: a RDMA WRITE Only
+// from the requester, and the responder's ACK -lag requests later (the many-QP traces of Collie's anomalies).
+//
 //	go run lumina/bench/gencap -n 1000000 -o /tmp/big.pcap
+//	go run lumina/bench/gencap -conns 65536 -o /tmp/conns.pcap
 package main
 
 import (
@@ -22,10 +26,19 @@ func main() {
 	out := flag.String("o", "", "output pcap file (required)")
 	qps := flag.Int("qps", 8, "number of QPs per direction")
 	seed := flag.Uint64("seed", 1, "seed of the pseudo-random mix")
+	conns := flag.Int("conns", 0, "write N connections of one 1 KB WRITE each instead (-n and -qps are then ignored), at most 2^24")
+	lag := flag.Int("lag", 64, "with -conns: the ACK of a connection follows this many requests later")
 	flag.Parse()
-	if *out == "" || *n <= 0 || *qps <= 0 {
-		fmt.Fprintln(os.Stderr, "usage: gencap -n PACKETS -o FILE [-qps N] [-seed S]")
+	if *out == "" || *n <= 0 || *qps <= 0 || *conns < 0 || *conns > 1<<24 || *lag < 0 {
+		fmt.Fprintln(os.Stderr, "usage: gencap -n PACKETS -o FILE [-qps N] [-seed S] | gencap -conns N -o FILE [-lag L] [-seed S]")
 		os.Exit(2)
+	}
+	if *conns > 0 {
+		if err := generateConns(*out, *conns, *lag, *seed); err != nil {
+			fmt.Fprintln(os.Stderr, "gencap:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := generate(*out, *n, *qps, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "gencap:", err)
@@ -122,4 +135,71 @@ func generate(path string, n, nqp int, seed uint64) error {
 		return fmt.Errorf("closing capture: %w", err)
 	}
 	return nil
+}
+
+// generateConns writes n connections of one 1 KB RDMA WRITE Only each between two hosts; the ACK of connection
+// i comes after the request of connection i+lag (the remaining ACKs at the end).
+func generateConns(path string, n, lag int, seed uint64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("creating capture: %w", err)
+	}
+	defer f.Close()
+	w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	a, b := netip.MustParseAddr("192.168.250.114"), netip.MustParseAddr("192.168.250.117")
+	payload := make([]byte, 1024)
+	for i := range payload {
+		payload[i] = byte(rng.Uint32())
+	}
+	psns := make([]uint32, n)
+	for i := range psns {
+		psns[i] = rng.Uint32() & roce.PSNMask
+	}
+	var buf []byte
+	ts := int64(1_767_225_600_000_000_000)
+	write := func(p *roce.Packet) error {
+		p.Version, p.TTL, p.TOS = roce.RoCEv2, 64, 0x02
+		p.EthSrc = [6]byte{0x00, 0x50, 0x56, 0xaf, 0x0d, 0xec}
+		p.EthDst = [6]byte{0x00, 0x50, 0x56, 0xaf, 0x39, 0xdc}
+		buf, err = p.AppendTo(buf[:0])
+		if err != nil {
+			return err
+		}
+		ts += 400 + int64(rng.IntN(200))
+		return w.WritePacket(ts, buf, 0)
+	}
+	// Connection i: requester QP 0x10000+i on a, responder QP 0x20000+i on b (QPNs are 24-bit).
+	ack := func(i int) error {
+		p := roce.Packet{SrcIP: b, DstIP: a, UDPSrc: uint16(49152 + i%16384)}
+		p.BTH = roce.BTH{Opcode: roce.RCAcknowledge, PKey: 0xffff, DestQP: uint32(0x10000+i) & roce.PSNMask, PSN: roce.PSN(psns[i])}
+		p.AETH = roce.AETH{Syndrome: roce.SyndromeACKUnlimited, MSN: 1}
+		return write(&p)
+	}
+	for i := 0; i < n; i++ {
+		p := roce.Packet{SrcIP: a, DstIP: b, UDPSrc: uint16(49152 + i%16384)}
+		p.BTH = roce.BTH{Opcode: roce.RCWriteOnly, PKey: 0xffff, DestQP: uint32(0x20000+i) & roce.PSNMask, PSN: roce.PSN(psns[i]), AckReq: true}
+		p.RETH = roce.RETH{VA: 0x0000710e45036000 + uint64(i)<<12, RKey: 0x000c0400, DMALen: 1024}
+		p.Payload = payload
+		if err := write(&p); err != nil {
+			return fmt.Errorf("connection %d: %w", i, err)
+		}
+		if i >= lag {
+			if err := ack(i - lag); err != nil {
+				return fmt.Errorf("connection %d: %w", i-lag, err)
+			}
+		}
+	}
+	for i := max(n-lag, 0); i < n; i++ {
+		if err := ack(i); err != nil {
+			return fmt.Errorf("connection %d: %w", i, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return f.Close()
 }

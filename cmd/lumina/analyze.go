@@ -237,10 +237,5 @@ func captureError(err error) error {
 }
 
 func writeIndentedJSON(w io.Writer, v any) error {
-	b, err := version.MarshalDocument(v)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
+	return version.WriteDocument(w, v) // what MarshalDocument returns, without holding the indented copy
 }

@@ -1,0 +1,283 @@
+package summary
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
+)
+
+// pipeline spreads the per-packet work of a Source over the cores in three stages:
+//
+//  1. one reader goroutine reads the merged stream (file parsing, the merge) and copies the packets into
+//     batches;
+//  2. decoder goroutines decode each batch's frames and verify their ICRCs, batches in parallel;
+//  3. the consumer (Source.Next, on the caller's goroutine) takes the batches back in stream order and
+//     counts every packet into the summary; the analyzers reading the Source use the stage-2 decoding.
+//
+// Everything that depends on the order of the packets happens in stage 3, in the stream's order, so the report
+// is the same as the one-worker path's whatever the number of workers or cores. Memory is bounded: a fixed
+// number of batches circulate between the stages, each holding the read buffers its frames lie in (about 1 MiB
+// of frames) and their decodings.
+type pipeline struct {
+	src     trace.Reader
+	merger  *trace.Merger
+	port    uint16
+	skipCRC bool
+	// The batches point at the packets the stream returns instead of copying them: the files read into
+	// buffers that are recycled only once no batch holds them (trace.File.SetBuffers).
+	// reading is, per file, the buffer it reads into now (nil: the file's first one, which is never recycled);
+	// taken the one the file took last from the pool; filling the batch the reader fills.
+	reading, taken []*rbuf
+	filling        *pbatch
+	poolMu         sync.Mutex
+	pool           []*rbuf
+
+	free    chan *pbatch // batches the reader may fill
+	work    chan *pbatch // batches for the decoders
+	ordered chan *pbatch // every filled batch, in stream order, for the consumer
+	done    chan struct{}
+	reader  sync.WaitGroup
+	workers sync.WaitGroup
+	stopped bool
+
+	cur *pbatch // the batch the consumer reads
+	pos int     // index in cur of the next packet
+}
+
+// pbatch is a run of consecutive packets of the stream.
+type pbatch struct {
+	pkts   []trace.Packet // Data points into the read buffers in bufs
+	bytes  int            // of the frames
+	origin []int          // input file of each packet (merger)
+	dec    []roce.Packet  // the decodings (stage 2)
+	ok     []bool         // DecodePort's result; false for other link types
+	icrc   []roce.ICRCStatus
+	err    error         // what ended the stream after these packets (io.EOF at the end)
+	ready  chan struct{} // stage 2 is done with the batch
+	bufs   []*rbuf       // the read buffers the packets may point into
+}
+
+// rbuf is a read buffer of a file, recycled when nothing holds it: the file while it reads into it, and every
+// batch filled while it was a file's current buffer.
+type rbuf struct {
+	b    []byte
+	refs atomic.Int32
+}
+
+const (
+	pipeBatchFrames = 256
+	pipeBatchBytes  = 1 << 20
+	// workers + pipeBatchesExtra batches circulate: enough for every worker to have one while the reader fills
+	// one and the consumer reads another; pipeWorkersMax bounds the decoders (and so the batches). A batch
+	// ends at pipeBatchFrames frames or pipeBatchBytes bytes of them.
+	pipeBatchesExtra = 3
+	pipeWorkersMax   = 16
+)
+
+// pipeReadBuffer is the size of the files' read buffers (tests shrink it to recycle buffers often).
+var pipeReadBuffer = 256 << 10
+
+// pipelineWorkers is the number of decoder goroutines for Options.Workers: 0 means one per core (GOMAXPROCS);
+// a result below 2 means no pipeline (the one-worker path decodes in line).
+func pipelineWorkers(workers int) int {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	return min(workers, pipeWorkersMax)
+}
+
+func newPipeline(files []*trace.File, src trace.Reader, merger *trace.Merger, opts Options, workers int) *pipeline {
+	n := workers + pipeBatchesExtra
+	p := &pipeline{src: src, merger: merger, port: opts.Port, skipCRC: opts.SkipICRC,
+		free: make(chan *pbatch, n), work: make(chan *pbatch, n), ordered: make(chan *pbatch, n),
+		done: make(chan struct{}), reading: make([]*rbuf, len(files)), taken: make([]*rbuf, len(files))}
+	if p.port == 0 {
+		p.port = roce.UDPPort
+	}
+	for i, f := range files {
+		f.SetBuffers(func(min int) []byte { return p.take(i, min) }, func([]byte) { p.retire(i) })
+	}
+	for i := 0; i < n; i++ {
+		p.free <- &pbatch{pkts: make([]trace.Packet, 0, pipeBatchFrames),
+			origin: make([]int, 0, pipeBatchFrames), dec: make([]roce.Packet, pipeBatchFrames),
+			ok: make([]bool, pipeBatchFrames), icrc: make([]roce.ICRCStatus, pipeBatchFrames),
+			ready: make(chan struct{}, 1)}
+	}
+	p.reader.Add(1)
+	go p.read()
+	for i := 0; i < workers; i++ {
+		p.workers.Add(1)
+		go p.decode()
+	}
+	return p
+}
+
+// take gives file i a read buffer of at least min bytes (trace.File.SetBuffers), from the pool if it can.
+func (p *pipeline) take(i, min int) []byte {
+	var r *rbuf
+	p.poolMu.Lock()
+	if k := len(p.pool) - 1; k >= 0 && len(p.pool[k].b) >= min {
+		r, p.pool = p.pool[k], p.pool[:k]
+	}
+	p.poolMu.Unlock()
+	if r == nil {
+		r = &rbuf{b: make([]byte, max(min, pipeReadBuffer))}
+	}
+	p.taken[i] = r
+	return r.b
+}
+
+// retire is file i moving on from its current buffer to the one it took last: the batch being filled holds
+// both (its packets may be in either), the file only the new one.
+func (p *pipeline) retire(i int) {
+	old, r := p.reading[i], p.taken[i]
+	p.reading[i] = r
+	r.refs.Store(1)
+	p.hold(p.filling, r)
+	if old != nil {
+		p.unhold(old)
+	}
+}
+
+func (p *pipeline) hold(b *pbatch, r *rbuf) {
+	r.refs.Add(1)
+	b.bufs = append(b.bufs, r)
+}
+
+// unhold drops a hold on r, and puts it back in the pool when it was the last.
+func (p *pipeline) unhold(r *rbuf) {
+	if r.refs.Add(-1) == 0 {
+		p.poolMu.Lock()
+		p.pool = append(p.pool, r)
+		p.poolMu.Unlock()
+	}
+}
+
+// start makes b the batch being filled; it holds every file's current buffer, where the packets it will get
+// (a merge's waiting heads included) lie unless a file moves on meanwhile (retire).
+func (p *pipeline) start(b *pbatch) {
+	b.bytes, b.pkts, b.origin, b.err, b.bufs = 0, b.pkts[:0], b.origin[:0], nil, b.bufs[:0]
+	p.filling = b
+	for _, r := range p.reading {
+		if r != nil {
+			p.hold(b, r)
+		}
+	}
+}
+
+// read is stage 1: it fills batches from the stream until the stream ends or the pipeline is stopped.
+func (p *pipeline) read() {
+	defer p.reader.Done()
+	defer close(p.work)
+	for {
+		var b *pbatch
+		select {
+		case b = <-p.free:
+		case <-p.done:
+			return
+		}
+		p.start(b)
+		for len(b.pkts) < pipeBatchFrames {
+			pk, err := p.src.Next()
+			if err != nil {
+				b.err = err
+				break
+			}
+			if len(b.pkts) > 0 && b.bytes+len(pk.Data) > pipeBatchBytes {
+				// The batch is full: this packet starts the next one.
+				p.send(b)
+				select {
+				case b = <-p.free:
+				case <-p.done:
+					return
+				}
+				p.start(b)
+			}
+			p.add(b, pk)
+		}
+		p.send(b)
+		if b.err != nil {
+			return
+		}
+	}
+}
+
+// add appends a packet to the batch.
+func (p *pipeline) add(b *pbatch, pk *trace.Packet) {
+	b.pkts = append(b.pkts, *pk) // Data points into a read buffer that b holds (start, retire)
+	b.bytes += len(pk.Data)
+	in := 0
+	if p.merger != nil {
+		in, _ = p.merger.Origin()
+	}
+	b.origin = append(b.origin, in)
+}
+
+func (p *pipeline) send(b *pbatch) {
+	p.ordered <- b // never blocks: the channels hold every batch there is
+	p.work <- b
+}
+
+// decode is stage 2.
+func (p *pipeline) decode() {
+	defer p.workers.Done()
+	for b := range p.work {
+		for i := range b.pkts {
+			pk := &b.pkts[i]
+			d := &b.dec[i]
+			b.ok[i], b.icrc[i] = false, roce.ICRCNotCheckable
+			if pk.LinkType != trace.LinkTypeEthernet {
+				continue
+			}
+			ok := d.DecodePort(pk.Data, pk.OrigLen, p.port)
+			b.ok[i] = ok
+			if ok && !p.skipCRC && !d.Truncated {
+				b.icrc[i] = d.CheckICRC()
+			}
+		}
+		b.ready <- struct{}{}
+	}
+}
+
+// errStopped is what reading a Source after Report or Close returns before the end of the stream.
+var errStopped = errors.New("the capture's reading was stopped (Report or Close) before its end")
+
+// next returns the next packet of the stream with its decoding, or the error that ended the stream.
+func (p *pipeline) next() (pk *trace.Packet, origin int, dec *roce.Packet, ok bool, icrc roce.ICRCStatus, err error) {
+	for p.cur == nil || p.pos == len(p.cur.pkts) {
+		if p.cur != nil {
+			if p.cur.err != nil {
+				return nil, 0, nil, false, 0, p.cur.err
+			}
+			for _, r := range p.cur.bufs {
+				p.unhold(r)
+			}
+			p.free <- p.cur
+			p.cur = nil
+		}
+		if p.stopped {
+			return nil, 0, nil, false, 0, errStopped
+		}
+		b := <-p.ordered // the reader sends a batch with an error last, so the stream never runs dry
+		<-b.ready
+		p.cur, p.pos = b, 0
+	}
+	b, i := p.cur, p.pos
+	p.pos++
+	return &b.pkts[i], b.origin[i], &b.dec[i], b.ok[i], b.icrc[i], nil
+}
+
+// stop ends the goroutines and waits for them; the stream's readers are no longer touched afterwards.
+func (p *pipeline) stop() {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	close(p.done)
+	p.reader.Wait()
+	p.workers.Wait()
+}
