@@ -38,7 +38,7 @@ traffic:
 func analyzeDoc(t *testing.T, paths []string, workers int) []byte {
 	t.Helper()
 	opts := summary.Options{Port: 4791, TopFlows: -1, Workers: workers}
-	doc, err := analyzeCaptures(paths, opts, true)
+	doc, err := analyzeCaptures(paths, opts, true, nil)
 	if err != nil {
 		return []byte("error: " + err.Error())
 	}
