@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/lumina-go/lumina/roce"
@@ -219,7 +218,7 @@ func (a *analyzer) metadata(p *trace.Packet) (roce.EventType, int64) {
 	if !a.decided {
 		a.decided = true
 		switch {
-		case strings.Contains(p.Comment, "event="):
+		case trace.ParseComment(p.Comment).HasEvent:
 			a.meta = MetaComment
 		case !a.cur.IPv6 && a.cur.Version == roce.RoCEv2 && a.cur.TTL < 8:
 			a.meta = MetaMirror
@@ -238,23 +237,10 @@ func (a *analyzer) metadata(p *trace.Packet) (roce.EventType, int64) {
 	return roce.EventNone, p.Timestamp
 }
 
-// commentEvent finds "event=NAME" in a pcapng comment of space-, comma- or semicolon-separated key=value pairs.
+// commentEvent reads the event of a pcapng comment (trace.ParseComment: "event=NAME" or "event=N" among key=value
+// words separated by spaces, commas, semicolons, tabs or newlines); none when it names no event.
 func commentEvent(c string) roce.EventType {
-	i := strings.Index(c, "event=")
-	if i < 0 {
-		return roce.EventNone
-	}
-	v := c[i+len("event="):]
-	if j := strings.IndexAny(v, " ,;\n\t"); j >= 0 {
-		v = v[:j]
-	}
-	if ev, ok := roce.ParseEventType(v); ok {
-		return ev
-	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 && n < 256 {
-		return roce.EventType(n)
-	}
-	return roce.EventNone
+	return trace.ParseComment(c).Event
 }
 
 func (a *analyzer) packet(tp *trace.Packet) {

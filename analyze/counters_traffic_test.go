@@ -209,3 +209,20 @@ func TestCommentMetadata(t *testing.T) {
 		t.Fatalf("metadata %s retransmissions %+v", res.Metadata, res.Retransmissions)
 	}
 }
+
+// The comment's other separators and numeric events (trace.ParseComment) read as the testbed's form does.
+func TestCommentMetadataSeparators(t *testing.T) {
+	b := &builder{t: t, plain: true}
+	b.data(wc, 0, roce.RCWriteFirst, 0, 0)
+	b.data(wc, 1, roce.RCWriteLast, 0, 1)
+	b.frames[0].comment = "iter=1,event=1;seq=1"
+	b.frames[1].comment = "iter=1\tevent=none\nseq=2"
+	b.nak(wc, 0, 2)
+	b.data(wc, 0, roce.RCWriteFirst, 0, 5)
+	b.data(wc, 1, roce.RCWriteLast, 0, 6)
+	b.ack(wc, 1, 7)
+	res := b.run(gbnOpts(2, 1))
+	if res.Metadata != "comment" || len(res.Retransmissions) != 1 || res.Retransmissions[0].Event != "drop" {
+		t.Fatalf("metadata %s retransmissions %+v", res.Metadata, res.Retransmissions)
+	}
+}
