@@ -524,52 +524,68 @@ func TestExportInvalidRun(t *testing.T) {
 	}
 }
 
-// A Lumina dump (mirror metadata in TTL and MAC addresses, no comments) exports with its events, sequence
-// numbers and switch timestamps decoded from the frames, as the capture summary counts them.
+// Lumina dumps (mirror metadata in TTL and MAC addresses, no comments) export merged in mirror-sequence order,
+// as lumina analyze merges them, with their events, sequence numbers and switch timestamps decoded from the
+// frames. One dump of the pair fails the integrity check, as lumina analyze judges it, and is not exported.
 func TestExportDump(t *testing.T) {
 	dir, _ := runEvents(t)
 	dumps, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
-	if len(dumps) == 0 {
-		t.Fatal("no dump")
+	if len(dumps) != 2 {
+		t.Fatalf("dumps %v; want 2", dumps)
 	}
-	seen := map[string]int{}
-	for _, d := range dumps {
-		out := filepath.Join(t.TempDir(), "pq")
-		res, err := Export(d, out, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Metadata != "mirror" {
-			t.Errorf("%s: metadata %q; want mirror", d, res.Metadata)
-		}
-		sum, err := summary.Analyze([]string{d}, summary.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pk, _ := readTable(t, filepath.Join(out, FilePackets))
-		want := map[string]int{}
-		for e, n := range sum.Mirror.Events {
-			want[e] = int(n)
-			seen[e] += int(n)
-		}
-		equalCounts(t, filepath.Base(d)+" events", pk.countBy(nil, "event"), want)
-		f, err := trace.Open(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; ; i++ {
-			p, err := f.Next()
-			if err != nil {
-				break
-			}
-			m, _ := roce.DecodeMirror(p.Data)
-			if pk["mirror_seq"][i] != int64(m.Seq) || pk["switch_ts_ns"][i] != int64(m.TimestampNs) || pk["iter"][i] != nil {
-				t.Fatalf("%s row %d: seq %v ts %v iter %v; the frame says %d %d (no iter)", d, i, pk["mirror_seq"][i], pk["switch_ts_ns"][i], pk["iter"][i], m.Seq, m.TimestampNs)
-			}
-		}
-		f.Close()
+	one := filepath.Join(t.TempDir(), "pq")
+	if _, err := Export(dumps[0], one, Options{}); !errors.Is(err, ErrInvalidTrace) || !strings.Contains(err.Error(), "INVALID TRACE") {
+		t.Errorf("one dump of two: %v; want the integrity failure", err)
 	}
-	if seen["drop"] != 2 || seen["ecn"] != 1 || seen["corrupt"] != 1 {
-		t.Errorf("events over the dumps: %v; want 2 drops, 1 ecn, 1 corrupt", seen)
+	if _, err := os.Stat(one); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a dump that fails the integrity check left %s", one)
 	}
+	out := filepath.Join(t.TempDir(), "pq")
+	res, err := ExportAll(dumps, out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metadata != "mirror" {
+		t.Errorf("metadata %q; want mirror", res.Metadata)
+	}
+	sum, err := summary.Analyze(dumps, summary.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, _ := readTable(t, filepath.Join(out, FilePackets))
+	if int64(pk.rows()) != sum.Packets || res.Packets != sum.Packets {
+		t.Fatalf("%d rows; the merged dumps hold %d packets", pk.rows(), sum.Packets)
+	}
+	want := map[string]int{}
+	for e, n := range sum.Mirror.Events {
+		want[e] = int(n)
+	}
+	equalCounts(t, "events", pk.countBy(nil, "event"), want)
+	if want["drop"] != 2 || want["ecn"] != 1 || want["corrupt"] != 1 {
+		t.Errorf("events over the dumps: %v; want 2 drops, 1 ecn, 1 corrupt", want)
+	}
+	for i := 0; i < pk.rows(); i++ { // merged in mirror-sequence order: seq 1, 2, 3, ...
+		if pk["mirror_seq"][i] != int64(i+1) || pk["switch_ts_ns"][i] == nil || pk["index"][i] != int64(i) {
+			t.Fatalf("row %d: index %v seq %v ts %v; want the merged stream's packet %d, seq %d", i, pk["index"][i], pk["mirror_seq"][i], pk["switch_ts_ns"][i], i, i+1)
+		}
+	}
+	// The retransmissions are the ones lumina analyze finds on the same dumps, numbered as it numbers them.
+	an, err := analyze.Analyze(mustMerge(t, dumps), analyze.Options{IndexBase: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := readTable(t, filepath.Join(out, FileRetransmissions))
+	if rt.rows() != len(an.Retransmissions) || rt.rows() == 0 {
+		t.Errorf("%d retransmission rows; lumina analyze finds %d", rt.rows(), len(an.Retransmissions))
+	}
+}
+
+func mustMerge(t *testing.T, paths []string) trace.Reader {
+	t.Helper()
+	src, err := summary.Open(paths, summary.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	return src
 }

@@ -81,6 +81,6 @@ or the results directory is incomplete), 130 lumina run stopped by Ctrl-C or SIG
 	root.AddCommand(newRunCmd(stdout, stderr), newAnalyzeCmd(stdout, stderr), newProfilesCmd(stdout),
 		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr), newSearchCmd(stdout, stderr),
 		newAgentCmd(os.Stdin, stdout, stderr), newHistoryCmd(stdout), newDiffCmd(stdout))
-	root.AddCommand(newExportCmd(stdout), newWiresharkCmd(stdout))
+	root.AddCommand(newExportCmd(stdout, stderr), newWiresharkCmd(stdout))
 	return root
 }

@@ -1,0 +1,203 @@
+package export
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/trace"
+)
+
+// copyTrace copies the first n packets of a pcapng (all when n < 0) into dst with each comment passed through
+// edit.
+func copyTrace(t *testing.T, src, dst string, n int, edit func(string) string) {
+	t.Helper()
+	in, err := trace.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	f, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := trace.NewPcapngWriter(f, trace.PcapngWriterOptions{Interfaces: []trace.InterfaceSpec{{LinkType: trace.LinkTypeEthernet, SnapLen: 65535}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; n < 0 || i < n; i++ {
+		p, err := in.Next()
+		if err != nil {
+			break
+		}
+		if err := w.WritePacket(0, p.Timestamp, p.Data, p.OrigLen, edit(p.Comment)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// joinable checks that every conn of the packet and retransmission tables has a row in the connections table,
+// whose packets column counts the packet rows with that conn.
+func joinable(t *testing.T, out string) (conns map[string]int) {
+	t.Helper()
+	pk, _ := readTable(t, filepath.Join(out, FilePackets))
+	cn, _ := readTable(t, filepath.Join(out, FileConnections))
+	rt, _ := readTable(t, filepath.Join(out, FileRetransmissions))
+	conns = map[string]int{}
+	for i := 0; i < cn.rows(); i++ {
+		conns[fmt.Sprint(cn["conn"][i])] = int(cn["packets"][i].(int64))
+	}
+	perConn := pk.countBy(func(i int) bool { return pk["conn"][i] != nil }, "conn")
+	for c, n := range perConn {
+		if conns[c] != n {
+			t.Errorf("packets: %d rows of conn %s; connections table: %v (rows %v)", n, c, conns[c], conns)
+		}
+	}
+	for c := range rt.countBy(nil, "conn") {
+		if _, ok := conns[c]; !ok {
+			t.Errorf("retransmissions of conn %s, which the connections table (%v) lacks", c, conns)
+		}
+	}
+	if len(perConn) == 0 {
+		t.Error("no packet has a connection")
+	}
+	return conns
+}
+
+// A results trace exported as a capture numbers its connections in every table as lumina analyze numbers them
+// (from 1): the packet table's conn is the analyzer's, never the comment's qp=, which keeps its own column. Its
+// comments are read with the analyzer's parser: commas and semicolons separate, numeric events count.
+func TestExportResultsTraceAsCapture(t *testing.T) {
+	dir, o := runEvents(t)
+	out := filepath.Join(t.TempDir(), "pq")
+	if _, err := Export(filepath.Join(dir, resultsdir.FileTrace), out, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if c := joinable(t, out); len(c) != 2 || c["1"] == 0 || c["2"] == 0 {
+		t.Errorf("connections %v; want 1 and 2, as lumina analyze numbers them", c)
+	}
+	pk, kv := readTable(t, filepath.Join(out, FilePackets))
+	if kv[MetaIndexBase] != "1" {
+		t.Errorf("index base %q; want 1", kv[MetaIndexBase])
+	}
+	for i := 0; i < pk.rows(); i++ {
+		if pk["comment_qp"][i] != nil && pk["comment_qp"][i] != pk["conn"][i] {
+			t.Fatalf("row %d: conn %v, comment qp %v: the results trace numbers from 1 as the analyzer does", i, pk["conn"][i], pk["comment_qp"][i])
+		}
+	}
+
+	// Another writer's comments: qp=7 for every packet, comma and semicolon separators, numeric events.
+	odd := filepath.Join(t.TempDir(), "odd.pcapng")
+	copyTrace(t, filepath.Join(dir, resultsdir.FileTrace), odd, -1, func(c string) string {
+		var w []string
+		for _, f := range strings.Fields(c) {
+			switch {
+			case strings.HasPrefix(f, "qp="):
+				f = "qp=7"
+			case f == "event=drop":
+				f = "event=1"
+			}
+			w = append(w, f)
+		}
+		return strings.Join(w[:1], ";") + ";" + strings.Join(w[1:], ",")
+	})
+	out2 := filepath.Join(t.TempDir(), "pq")
+	res, err := Export(odd, out2, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metadata != "comment" {
+		t.Fatalf("metadata %q; want comment", res.Metadata)
+	}
+	if c := joinable(t, out2); len(c) != 2 || c["7"] != 0 {
+		t.Errorf("connections %v; want 1 and 2 (qp=7 is the comment's)", c)
+	}
+	pk2, _ := readTable(t, filepath.Join(out2, FilePackets))
+	if q := pk2.countBy(nil, "comment_qp"); q["7"] == 0 {
+		t.Errorf("comment_qp %v; want the comments' 7", q)
+	}
+	want := 0
+	for _, r := range o.Doc.Analysis.Retransmissions {
+		if r.Event == "drop" {
+			want++
+		}
+	}
+	ev := pk2.countBy(nil, "event")
+	if ev["drop"] != want || ev["ecn"] != 1 || ev["<nil>"] != 0 {
+		t.Errorf("events %v; want %d drops (event=1), 1 ecn, none null", ev, want)
+	}
+	if cm := pk2.countBy(func(i int) bool { return pk2["comment"][i] != nil }, "roce"); len(cm) != 0 {
+		t.Errorf("comments kept as saying more than the columns: %v", cm)
+	}
+}
+
+// A capture cut short in the middle of a packet is judged as lumina analyze judges it: a Lumina trace fails its
+// integrity check (ErrInvalidTrace, nothing written); a plain capture is written with analyze's warning, in the
+// result and in every file's metadata. A results directory whose trace is cut, or holds fewer packets than its
+// analysis.json counted, is not exported.
+func TestExportCutShort(t *testing.T) {
+	dir, _ := runEvents(t)
+	tmp := t.TempDir()
+	tr := filepath.Join(dir, resultsdir.FileTrace)
+	b, err := os.ReadFile(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(tmp, "cut.pcapng")
+	if err := os.WriteFile(cut, b[:len(b)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Export(cut, filepath.Join(tmp, "a"), Options{}); !errors.Is(err, ErrInvalidTrace) || !strings.Contains(err.Error(), "INVALID TRACE") ||
+		!strings.Contains(err.Error(), "dumps-whole: "+cut+" is cut short") {
+		t.Errorf("cut Lumina trace: %v; want the integrity failure naming the cut", err)
+	}
+
+	plain := filepath.Join(tmp, "plain.pcap")
+	writePlain(t, tr, plain)
+	pb, _ := os.ReadFile(plain)
+	cutPlain := filepath.Join(tmp, "cutplain.pcap")
+	if err := os.WriteFile(cutPlain, pb[:len(pb)-10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Export(cutPlain, filepath.Join(tmp, "b"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) == 0 || !strings.Contains(strings.Join(res.Warnings, "\n"), "cut short in the middle of a packet") {
+		t.Errorf("warnings %q; want the cut", res.Warnings)
+	}
+	for _, f := range Files {
+		if _, kv := readTable(t, filepath.Join(tmp, "b", f)); !strings.Contains(kv[MetaWarnings], "cut short") {
+			t.Errorf("%s: %s %q; want the cut", f, MetaWarnings, kv[MetaWarnings])
+		}
+	}
+
+	// The results directory: trace.pcapng cut, then whole but shorter than analysis.json counted.
+	save := filepath.Join(tmp, "trace.save")
+	if err := os.Rename(tr, save); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tr, b[:len(b)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Export(dir, filepath.Join(tmp, "c"), Options{}); !errors.Is(err, ErrInvalidTrace) || !strings.Contains(err.Error(), "cut short") {
+		t.Errorf("results directory with a cut trace: %v; want ErrInvalidTrace", err)
+	}
+	copyTrace(t, save, tr, 20, func(c string) string { return c })
+	if _, err := Export(dir, filepath.Join(tmp, "d"), Options{}); !errors.Is(err, ErrInvalidTrace) || !strings.Contains(err.Error(), "holds 20 packets") {
+		t.Errorf("results directory with a short trace: %v; want ErrInvalidTrace", err)
+	}
+	for _, o := range []string{"a", "c", "d"} {
+		if _, err := os.Stat(filepath.Join(tmp, o)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a refused export left %s", o)
+		}
+	}
+}
