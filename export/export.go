@@ -70,7 +70,7 @@ type source struct {
 // Export writes the tables of src (a results directory of lumina run, or a pcap/pcapng capture) into the
 // directory out, one Parquet file per table (Files). The files are written into a temporary directory beside
 // out and moved into place when all are complete: an interrupted or failed export leaves no out that looks
-// complete. An existing out is replaced only when it is empty or an earlier export. Errors that are the input's
+// complete. An existing out is replaced only when it is empty or an earlier export (checkOut). Errors that are the input's
 // fault wrap resultsdir.ErrInput; a results directory a run left incomplete, resultsdir.ErrIncomplete.
 func Export(src, out string, opts Options) (*Result, error) {
 	return ExportAll([]string{src}, out, opts)
@@ -116,7 +116,9 @@ func ExportAll(srcs []string, out string, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// checkOut refuses an output that exists and is neither an empty directory nor an earlier export.
+// checkOut refuses an output that exists and is neither an empty directory nor an earlier export: a directory
+// holding only export's files (Files), whose packets.parquet carries the packet table's lumina metadata. Anything
+// else is someone's data, which a re-export must not delete.
 func checkOut(out string) error {
 	st, err := os.Stat(out)
 	if errors.Is(err, os.ErrNotExist) {
@@ -135,10 +137,39 @@ func checkOut(out string) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(out, FilePackets)); err == nil {
-		return nil
+	ours := map[string]bool{}
+	for _, f := range Files {
+		ours[f] = true
 	}
-	return resultsdir.BadInputf("--parquet %s exists and is neither empty nor an earlier export (no %s); give a new directory", out, FilePackets)
+	for _, e := range ents {
+		if !ours[e.Name()] || !e.Type().IsRegular() {
+			return resultsdir.BadInputf("--parquet %s exists and is neither empty nor an earlier export (it holds %s, which lumina export does not write); give a new directory", out, e.Name())
+		}
+	}
+	if !isPacketTable(filepath.Join(out, FilePackets)) {
+		return resultsdir.BadInputf("--parquet %s exists and is neither empty nor an earlier export (its %s is not lumina export's packet table); give a new directory", out, FilePackets)
+	}
+	return nil
+}
+
+// isPacketTable reports whether path is a Parquet file whose metadata says it is lumina export's packet table.
+func isPacketTable(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return false
+	}
+	table, _ := pf.Lookup(MetaTable)
+	_, versioned := pf.Lookup(MetaSchemaVersion)
+	return table == "packets" && versioned
 }
 
 // replace moves the complete export tmp to out, replacing an earlier export or an empty directory.

@@ -453,7 +453,7 @@ func TestExportBadInputLeavesNothing(t *testing.T) {
 	os.Mkdir(other, 0o755)
 	os.WriteFile(filepath.Join(other, "notes.txt"), []byte("mine"), 0o644)
 	dir, _ := runEvents(t)
-	if _, err := Export(dir, other, Options{}); !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), "neither empty nor an earlier export") {
+	if _, err := Export(dir, other, Options{}); !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), "neither empty nor an earlier export (it holds notes.txt") {
 		t.Errorf("exporting over a foreign directory: %v; want it refused", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(other, "notes.txt")); err != nil || string(b) != "mine" {
@@ -469,14 +469,15 @@ func TestExportBadInputLeavesNothing(t *testing.T) {
 	}
 }
 
-// Exporting again into the same directory replaces the earlier export whole.
+// Exporting again into the same directory replaces the earlier export whole; a directory that holds anything
+// else beside export's files, or a packets.parquet that is not export's, is refused and left untouched.
 func TestExportReplacesEarlierExport(t *testing.T) {
 	dir, _ := runEvents(t)
 	out := filepath.Join(t.TempDir(), "pq")
 	if _, err := Export(dir, out, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(out, FilePackets), []byte("stale"), 0o644); err != nil {
+	if err := os.Remove(filepath.Join(out, FileTraffic)); err != nil { // an earlier export with a file missing
 		t.Fatal(err)
 	}
 	if _, err := Export(dir, out, Options{}); err != nil {
@@ -489,8 +490,31 @@ func TestExportReplacesEarlierExport(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	if pk.rows() == 0 || strings.Join(names, ",") != "pq" {
-		t.Errorf("after re-export: %d rows, beside it %v", pk.rows(), names)
+	if _, err := os.Stat(filepath.Join(out, FileTraffic)); pk.rows() == 0 || strings.Join(names, ",") != "pq" || err != nil {
+		t.Errorf("after re-export: %d rows, traffic %v, beside it %v", pk.rows(), err, names)
+	}
+
+	// The user's own file in an earlier export, and a packets.parquet that is not export's.
+	notes := filepath.Join(out, "notes.txt")
+	if err := os.WriteFile(notes, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Export(dir, out, Options{}); !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), "notes.txt") {
+		t.Errorf("re-export over a user's file: %v; want it refused", err)
+	}
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "mine" {
+		t.Error("the user's file was touched")
+	}
+	other := filepath.Join(t.TempDir(), "data")
+	os.Mkdir(other, 0o755)
+	if err := os.WriteFile(filepath.Join(other, FilePackets), []byte("someone's parquet"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Export(dir, other, Options{}); !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), "not lumina export's packet table") {
+		t.Errorf("export over another packets.parquet: %v; want it refused", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(other, FilePackets)); string(b) != "someone's parquet" {
+		t.Error("the other packets.parquet was touched")
 	}
 }
 
