@@ -320,7 +320,7 @@ func rewrite(t *testing.T, src, dst string, rss bool) {
 // Install writes the embedded script, changes nothing when run again, and replaces an older copy whole.
 func TestInstallIdempotent(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "plugins")
-	path, changed, err := Install(dir)
+	path, changed, err := Install(dir, false)
 	if err != nil || !changed {
 		t.Fatalf("first install: changed %v, %v", changed, err)
 	}
@@ -332,15 +332,16 @@ func TestInstallIdempotent(t *testing.T) {
 		t.Fatal("the embedded script is not the repository's lumina.lua")
 	}
 	st1, _ := os.Stat(path)
-	if _, changed, err := Install(dir); err != nil || changed {
+	if _, changed, err := Install(dir, false); err != nil || changed {
 		t.Fatalf("second install: changed %v, %v; want nothing done", changed, err)
 	}
 	st2, _ := os.Stat(path)
 	if !st1.ModTime().Equal(st2.ModTime()) {
 		t.Error("the second install rewrote the file")
 	}
-	os.WriteFile(path, []byte("-- old version\n"), 0o644)
-	if _, changed, err := Install(dir); err != nil || !changed {
+	old := append(append([]byte(nil), header()...), "\n-- an older version\n"...)
+	os.WriteFile(path, old, 0o644)
+	if _, changed, err := Install(dir, false); err != nil || !changed {
 		t.Fatalf("install over an old copy: changed %v, %v", changed, err)
 	}
 	if b, _ := os.ReadFile(path); !bytes.Equal(b, Script) {
@@ -349,6 +350,39 @@ func TestInstallIdempotent(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
 		t.Errorf("the plugins folder holds %d entries; want lumina.lua only", len(ents))
+	}
+}
+
+// A lumina.lua that is not a copy of the script (the user's own, a symbolic link) is left alone unless forced.
+func TestInstallKeepsForeignFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	mine := []byte("-- my own lumina dissector\n")
+	os.WriteFile(path, mine, 0o644)
+	if _, changed, err := Install(dir, false); !errors.Is(err, ErrNotOurs) || changed || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("install over a foreign file: changed %v, %v; want ErrNotOurs", changed, err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, mine) {
+		t.Fatal("the foreign file was changed")
+	}
+	if _, changed, err := Install(dir, true); err != nil || !changed {
+		t.Fatalf("--force: changed %v, %v", changed, err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, Script) {
+		t.Fatal("--force did not install the script")
+	}
+
+	target := filepath.Join(t.TempDir(), "elsewhere.lua")
+	os.WriteFile(target, Script, 0o644)
+	link := t.TempDir()
+	if err := os.Symlink(target, filepath.Join(link, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Install(link, false); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("install over a symlink: %v; want ErrNotOurs", err)
+	}
+	if st, _ := os.Lstat(filepath.Join(link, FileName)); st.Mode()&os.ModeSymlink == 0 {
+		t.Error("the symlink was replaced")
 	}
 }
 
@@ -369,7 +403,7 @@ func TestPersonalLuaFolder(t *testing.T) {
 func TestDissectorLoadedTwice(t *testing.T) {
 	dir := runEvents(t)
 	home := t.TempDir()
-	if _, _, err := Install(filepath.Join(home, ".local", "lib", "wireshark", "plugins")); err != nil {
+	if _, _, err := Install(filepath.Join(home, ".local", "lib", "wireshark", "plugins"), false); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, resultsdir.FileTrace)

@@ -92,6 +92,17 @@ func TestWiresharkInstallCommand(t *testing.T) {
 	if code, stdout, _ := lumina(t, "wireshark", "script"); code != 0 || stdout != string(wireshark.Script) {
 		t.Errorf("wireshark script: exit %d, %d bytes", code, len(stdout))
 	}
+	foreign := t.TempDir()
+	os.WriteFile(filepath.Join(foreign, wireshark.FileName), []byte("-- mine\n"), 0o644)
+	if code, _, stderr := lumina(t, "wireshark", "install", "--dir", foreign); code != 2 || !strings.Contains(stderr, "--force") {
+		t.Errorf("install over a foreign lumina.lua: exit %d, %q; want 2", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(foreign, wireshark.FileName)); string(b) != "-- mine\n" {
+		t.Error("the foreign lumina.lua was changed")
+	}
+	if code, stdout, _ := lumina(t, "wireshark", "install", "--dir", foreign, "--force"); code != 0 || !strings.HasPrefix(stdout, "installed ") {
+		t.Errorf("install --force: exit %d, %q", code, stdout)
+	}
 	blocker := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(blocker, nil, 0o644)
 	if code, _, stderr := lumina(t, "wireshark", "install", "--dir", filepath.Join(blocker, "sub")); code != 2 || !strings.Contains(stderr, "plugins folder") {
