@@ -220,7 +220,7 @@ func (a *analyzer) metadata(p *trace.Packet) (roce.EventType, int64) {
 		switch {
 		case trace.ParseComment(p.Comment).HasEvent:
 			a.meta = MetaComment
-		case !a.cur.IPv6 && a.cur.Version == roce.RoCEv2 && a.cur.TTL < 8:
+		case a.cur.TTL < 8: // IPv4 TTL, IPv6 or GRH hop limit: the switch writes the event there (roce.DecodeMirror)
 			a.meta = MetaMirror
 		default:
 			a.meta = MetaNone

@@ -210,6 +210,25 @@ func TestCommentMetadata(t *testing.T) {
 	}
 }
 
+// An IPv6 mirror dump (the switch writes the event into the hop limit) is read as mirrored: the drop and its
+// switch timestamps are the frames'.
+func TestIPv6MirrorMetadata(t *testing.T) {
+	wc6 := mkConn("fd00::2", "fd00::3", 0x11, 0x22, 1001)
+	b := &builder{t: t, ipv6: true}
+	b.data(wc6, 0, roce.RCWriteFirst, roce.EventDrop, 0)
+	b.data(wc6, 1, roce.RCWriteLast, 0, 1)
+	b.nak(wc6, 0, 2)
+	b.data(wc6, 0, roce.RCWriteFirst, 0, 5)
+	b.data(wc6, 1, roce.RCWriteLast, 0, 6)
+	b.ack(wc6, 1, 7)
+	res := b.run(Options{IndexBase: 1, Conns: []Conn{wc6.conn(0, VerbWrite, 2, 1, 1024)}})
+	wantOK(t, check(t, res, "gbn", 1))
+	if res.Metadata != "mirror" || len(res.Retransmissions) != 1 || res.Retransmissions[0].Event != "drop" ||
+		fv(res.Retransmissions[0].LatencyUs) != 5 {
+		t.Fatalf("metadata %s retransmissions %+v", res.Metadata, res.Retransmissions)
+	}
+}
+
 // The comment's other separators and numeric events (trace.ParseComment) read as the testbed's form does.
 func TestCommentMetadataSeparators(t *testing.T) {
 	b := &builder{t: t, plain: true}

@@ -3,12 +3,14 @@ package export
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
 )
 
@@ -198,6 +200,57 @@ func TestExportCutShort(t *testing.T) {
 	for _, o := range []string{"a", "c", "d"} {
 		if _, err := os.Stat(filepath.Join(tmp, o)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("a refused export left %s", o)
+		}
+	}
+}
+
+// An IPv6 mirror dump (the switch writes the event into the hop limit) exports its events, sequence numbers and
+// switch timestamps, as an IPv4 one does.
+func TestExportIPv6Dump(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v6.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		p := roce.Packet{Version: roce.RoCEv2, IPv6: true, TTL: 64, PayloadLen: 64,
+			SrcIP: netip.MustParseAddr("fd00::2"), DstIP: netip.MustParseAddr("fd00::3")}
+		p.BTH.Opcode, p.BTH.DestQP, p.BTH.PSN = roce.RCWriteOnly, 0x11, roce.PSN(i)
+		b, err := p.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := roce.EventNone
+		if i == 4 {
+			ev = roce.EventDrop
+		}
+		if err := roce.EncodeMirrorNoChecksum(b, roce.EthernetLen, roce.Mirror{Event: ev, Seq: uint64(i + 1), TimestampNs: uint64(1000 * (i + 1))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WritePacket(int64(i)*1000, b, len(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out := filepath.Join(t.TempDir(), "pq")
+	res, err := Export(path, out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, _ := readTable(t, filepath.Join(out, FilePackets))
+	if ev := pk.countBy(nil, "event"); res.Metadata != "mirror" || ev["drop"] != 1 || ev["none"] != 9 {
+		t.Fatalf("metadata %s, events %v; want mirror, 1 drop and 9 none", res.Metadata, ev)
+	}
+	for i := 0; i < pk.rows(); i++ {
+		if pk["mirror_seq"][i] != int64(i+1) || pk["switch_ts_ns"][i] != int64(1000*(i+1)) {
+			t.Errorf("row %d: seq %v ts %v", i, pk["mirror_seq"][i], pk["switch_ts_ns"][i])
 		}
 	}
 }

@@ -65,9 +65,9 @@ type Options struct {
 const mirrorSample = 8
 
 // IsMirrorTagged reports whether the capture at path looks like a Lumina dump: its first packets (up to 8, at
-// least 1) are all Ethernet frames carrying IPv4 whose TTL is a Lumina event code (0..7, where hosts send 64 or
-// more) and whose source MACs, read as 48-bit mirror sequence numbers, strictly increase. Real traffic fails the
-// rule on the TTL or on the MACs (a host sends from one MAC).
+// least 1) are all Ethernet frames carrying IPv4, IPv6 or RoCEv1 whose TTL or hop limit is a Lumina event code
+// (0..7, where hosts send 64 or more) and whose source MACs, read as 48-bit mirror sequence numbers, strictly
+// increase. Real traffic fails the rule on the TTL or on the MACs (a host sends from one MAC).
 func IsMirrorTagged(path string) (bool, error) {
 	tagged, empty, err := mirrorTag(path)
 	return tagged && !empty, err
