@@ -25,8 +25,19 @@ type Predecoded interface {
 	Decoded() (p *roce.Packet, ok bool)
 }
 
+// MirrorTagger is implemented by a trace.Reader that knows whether its captures are Lumina dumps by their first
+// packets (summary.Source does: event-code TTLs and increasing mirror sequence numbers in the source MACs). When
+// it says they are not, MetaAuto never selects MetaMirror: ordinary traffic sent with a TTL below 8 is not
+// mirrored. A reader that does not know leaves the decision to the first RoCE packet's TTL.
+type MirrorTagger interface {
+	MirrorTagged() bool
+}
+
 func (a *analyzer) run(r trace.Reader) (*Analysis, error) {
 	a.pre, _ = r.(Predecoded)
+	if t, ok := r.(MirrorTagger); ok {
+		a.untagged = !t.MirrorTagged()
+	}
 	for n := 0; ; n++ {
 		p, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -113,7 +124,9 @@ type analyzer struct {
 	pre     Predecoded
 	meta    Metadata
 	decided bool
-	conns   []*connState
+	// untagged: the reader says the captures are not Lumina dumps (MirrorTagger).
+	untagged bool
+	conns    []*connState
 	// Requests and responses to the same QP are told apart by opcode: on a QP pair that sends in both
 	// directions, one destination QP receives both the peer's requests and the ACKs of its own.
 	reqs     map[flowKey]*connState
@@ -220,7 +233,7 @@ func (a *analyzer) metadata(p *trace.Packet) (roce.EventType, int64) {
 		switch {
 		case trace.ParseComment(p.Comment).HasEvent:
 			a.meta = MetaComment
-		case a.cur.TTL < 8: // IPv4 TTL, IPv6 or GRH hop limit: the switch writes the event there (roce.DecodeMirror)
+		case a.cur.TTL < 8 && !a.untagged: // IPv4 TTL, IPv6 or GRH hop limit: the switch writes the event there (roce.DecodeMirror)
 			a.meta = MetaMirror
 		default:
 			a.meta = MetaNone

@@ -229,6 +229,35 @@ func TestIPv6MirrorMetadata(t *testing.T) {
 	}
 }
 
+// untaggedReader is a reader whose captures are not Lumina dumps (analyze.MirrorTagger).
+type untaggedReader struct{ sliceReader }
+
+func (untaggedReader) MirrorTagged() bool { return false }
+
+// A reader that knows its capture is no Lumina dump (ordinary traffic sent with TTL 1) keeps the analyzer from
+// reading the TTL as an event; without that knowledge the first packet's TTL decides, as before.
+func TestMirrorTaggerNo(t *testing.T) {
+	b := &builder{t: t, plain: true}
+	b.data(wc, 0, roce.RCWriteOnly, 0, 0)
+	b.data(wc, 1, roce.RCWriteOnly, 0, 1)
+	for _, f := range b.frames { // TTL 1, "drop", with the IPv4 checksum fixed
+		f.data[roce.EthernetLen+8] = 1
+		f.data[roce.EthernetLen+10], f.data[roce.EthernetLen+11] = 0, 0
+		cs := roce.IPv4Checksum(f.data[roce.EthernetLen : roce.EthernetLen+20])
+		f.data[roce.EthernetLen+10], f.data[roce.EthernetLen+11] = byte(cs>>8), byte(cs)
+	}
+	res, err := Analyze(&untaggedReader{sliceReader{frames: b.frames}}, gbnOpts(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metadata != "none" || len(res.Retransmissions) != 0 {
+		t.Errorf("untagged capture: metadata %s, %d retransmissions; want none", res.Metadata, len(res.Retransmissions))
+	}
+	if res := b.run(gbnOpts(1, 2)); res.Metadata != "mirror" {
+		t.Errorf("a reader that does not know: metadata %s; want mirror (the first packet's TTL decides)", res.Metadata)
+	}
+}
+
 // The comment's other separators and numeric events (trace.ParseComment) read as the testbed's form does.
 func TestCommentMetadataSeparators(t *testing.T) {
 	b := &builder{t: t, plain: true}
