@@ -254,3 +254,40 @@ func TestExportIPv6Dump(t *testing.T) {
 		}
 	}
 }
+
+// Ordinary RoCE traffic sent with TTL 1 from one MAC is no Lumina dump (summary.IsMirrorTagged): it exports
+// without events, where the TTL alone would have made every packet a drop.
+func TestExportTTL1NotMirrored(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ttl1.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		p := roce.Packet{Version: roce.RoCEv2, TTL: 1, PayloadLen: 64,
+			SrcIP: netip.MustParseAddr("10.0.0.2"), DstIP: netip.MustParseAddr("10.0.0.3")}
+		p.BTH.Opcode, p.BTH.DestQP, p.BTH.PSN = roce.RCWriteOnly, 0x11, roce.PSN(i)
+		b, err := p.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WritePacket(int64(i)*1000, b, len(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	f.Close()
+	out := filepath.Join(t.TempDir(), "pq")
+	res, err := Export(path, out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, _ := readTable(t, filepath.Join(out, FilePackets))
+	if ev := pk.countBy(nil, "event"); res.Metadata != "none" || res.Retransmissions != 0 || ev["<nil>"] != 4 {
+		t.Errorf("metadata %s, %d retransmissions, events %v; want none, 0, all null", res.Metadata, res.Retransmissions, ev)
+	}
+}
