@@ -356,10 +356,29 @@ func TestExportPlainCapture(t *testing.T) {
 	if int64(pk.rows()) != sum.Packets {
 		t.Fatalf("%d rows; %d packets", pk.rows(), sum.Packets)
 	}
-	for _, col := range []string{"event", "mirror_seq", "switch_ts_ns", "iter"} {
+	for _, col := range []string{"event", "mirror_seq", "switch_ts_ns"} {
 		if n := pk.countBy(func(i int) bool { return pk[col][i] != nil }, "roce"); len(n) != 0 {
 			t.Errorf("column %s has values %v in a plain capture", col, n)
 		}
+	}
+	// ITER, counted as the switch counts it (roce.NextIter per connection), is the results trace's: the
+	// switch's own count in its comments, packet for packet (the plain copy holds the same packets).
+	ref := filepath.Join(t.TempDir(), "ref")
+	if _, err := Export(dir, ref, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rk, _ := readTable(t, filepath.Join(ref, FilePackets))
+	withIter := 0
+	for i := 0; i < pk.rows(); i++ {
+		if pk["iter"][i] != rk["iter"][i] {
+			t.Fatalf("row %d (%v): iter %v; the switch's comment says %v", i, pk["opcode_name"][i], pk["iter"][i], rk["iter"][i])
+		}
+		if pk["iter"][i] != nil {
+			withIter++
+		}
+	}
+	if it := pk.countBy(func(i int) bool { return pk["iter"][i] != nil }, "iter"); withIter == 0 || it["2"] == 0 {
+		t.Errorf("iter values %v; want rounds 1 and 2 (the retransmitted drop)", it)
 	}
 	withConn := pk.countBy(func(i int) bool { return pk["conn"][i] != nil }, "roce")["true"]
 	if int64(withConn) != sum.RoCEPackets {
@@ -592,6 +611,32 @@ func TestExportDump(t *testing.T) {
 		if pk["mirror_seq"][i] != int64(i+1) || pk["switch_ts_ns"][i] == nil || pk["index"][i] != int64(i) {
 			t.Fatalf("row %d: index %v seq %v ts %v; want the merged stream's packet %d, seq %d", i, pk["index"][i], pk["mirror_seq"][i], pk["switch_ts_ns"][i], i, i+1)
 		}
+	}
+	// ITER, counted from the frames, is the switch's (the results trace's comments), by mirror sequence number;
+	// a CNP declares no RDMA payload.
+	ref := filepath.Join(t.TempDir(), "ref")
+	if _, err := Export(dir, ref, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rk, _ := readTable(t, filepath.Join(ref, FilePackets))
+	iterOf := map[any]any{}
+	for i := 0; i < rk.rows(); i++ {
+		iterOf[rk["mirror_seq"][i]] = rk["iter"][i]
+	}
+	cnps := 0
+	for i := 0; i < pk.rows(); i++ {
+		if pk["iter"][i] != iterOf[pk["mirror_seq"][i]] {
+			t.Fatalf("row %d (seq %v): iter %v; the switch's comment says %v", i, pk["mirror_seq"][i], pk["iter"][i], iterOf[pk["mirror_seq"][i]])
+		}
+		if pk["opcode_name"][i] == "CNP" {
+			cnps++
+			if pk["payload_len"][i] != int64(0) {
+				t.Errorf("CNP row %d: payload_len %v; want 0", i, pk["payload_len"][i])
+			}
+		}
+	}
+	if cnps == 0 {
+		t.Error("no CNP in the dumps: payload_len of CNPs untested")
 	}
 	// The retransmissions are the ones lumina analyze finds on the same dumps, numbered as it numbers them.
 	an, err := analyze.Analyze(mustMerge(t, dumps), analyze.Options{IndexBase: 1})

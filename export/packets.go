@@ -26,6 +26,35 @@ type flowKey struct {
 type flowInfo struct {
 	conn int32
 	dir  *string
+	st   *iterState
+}
+
+// iterState is one connection's ITER as the switch counts it (inject: roce.NextIter from the initial PSN, in
+// round 1): the round of its data packets, and of its read requests.
+type iterState struct {
+	read              bool
+	dataLast, reqLast roce.PSN
+	dataIter, reqIter int
+}
+
+// iter returns the round of a packet sent in direction toResp (requester -> responder), and whether it has one:
+// data packets (SEND, WRITE; READ responses) and read requests do, ACKs, NAKs and CNPs do not.
+func (st *iterState) iter(toResp bool, op roce.Opcode, psn roce.PSN) (int, bool) {
+	switch {
+	case st.read && toResp && op.IsReadRequest():
+		last := st.reqLast
+		if last.Less(st.dataLast) {
+			last = st.dataLast
+		}
+		st.reqIter = roce.NextIter(st.reqIter, last, psn)
+		st.reqLast = psn
+		return st.reqIter, true
+	case st.read && !toResp && op.IsReadResponse(), !st.read && toResp && (op.IsSend() || op.IsWrite()):
+		st.dataIter = roce.NextIter(st.dataIter, st.dataLast, psn)
+		st.dataLast = psn
+		return st.dataIter, true
+	}
+	return 0, false
 }
 
 // vals holds one row's values that the row's optional columns point at: rows of a batch point into a reused
@@ -60,8 +89,10 @@ func newPacketWriter(an *analyze.Analysis, base int, meta string) *packetWriter 
 	pw.dirs = [2]*string{strp(DirToResponder), strp(DirToRequester)}
 	for _, c := range an.Connections {
 		qp := int32(c.Index + base)
-		pw.flows[flowKey{c.RespIP, c.RespQPN}] = flowInfo{qp, pw.dirs[0]}
-		pw.flows[flowKey{c.ReqIP, c.ReqQPN}] = flowInfo{qp, pw.dirs[1]}
+		st := &iterState{read: c.Verb == analyze.VerbRead, dataIter: 1, reqIter: 1,
+			dataLast: c.ReqIPSN.Add(-1), reqLast: c.ReqIPSN.Add(-1)}
+		pw.flows[flowKey{c.RespIP, c.RespQPN}] = flowInfo{qp, pw.dirs[0], st}
+		pw.flows[flowKey{c.ReqIP, c.ReqQPN}] = flowInfo{qp, pw.dirs[1], st}
 	}
 	for i := range pw.events {
 		pw.events[i] = strp(roce.EventType(i).String())
@@ -173,6 +204,12 @@ func (pw *packetWriter) add(p *trace.Packet, perConn map[int32]int64) {
 		if ok {
 			v.conn = fi.conn
 			r.Conn, r.Direction = &v.conn, fi.dir
+			if r.PSN != nil {
+				if it, ok := fi.st.iter(fi.dir == pw.dirs[0], pkt.BTH.Opcode, pkt.BTH.PSN); ok {
+					v.iter = int32(it)
+					r.Iter = &v.iter
+				}
+			}
 		}
 	}
 	pw.metadata(p, r, v)
@@ -205,6 +242,9 @@ func (pw *packetWriter) roceColumns(r *PacketRow, v *vals) {
 	}
 	if pkt.Reason != roce.ReasonShortBTH {
 		v.payload = int32(pkt.PayloadLen)
+		if pkt.BTH.Opcode == roce.CNP {
+			v.payload = 0 // its 16 reserved bytes are no RDMA payload
+		}
 		r.PayloadLen = &v.payload
 	}
 	r.ICRC = pw.icrc[pkt.CheckICRC()]
@@ -225,7 +265,7 @@ func (pw *packetWriter) metadata(p *trace.Packet, r *PacketRow, v *vals) {
 			v.seq = int64(c.Seq)
 			r.MirrorSeq = &v.seq
 		}
-		if c.HasIter && c.Iter > 0 {
+		if c.HasIter && c.Iter > 0 { // the switch's own count (the same rule, on every copy it mirrored)
 			v.iter = int32(c.Iter)
 			r.Iter = &v.iter
 		}
