@@ -5,6 +5,7 @@
 package export
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,10 @@ const DefaultRowGroupRows = 8 << 10
 type Options struct {
 	// RowGroupRows is the most rows a row group holds; 0 means DefaultRowGroupRows.
 	RowGroupRows int64
+	// Context stops the export when done (lumina export cancels it on SIGINT and SIGTERM): the analysis and
+	// the packet table check it between batches of packets, the temporary directory is removed, and the error
+	// wraps its Err. nil: never stopped.
+	Context context.Context
 }
 
 // Result says what Export wrote.
@@ -83,13 +88,16 @@ func ExportAll(srcs []string, out string, opts Options) (*Result, error) {
 	if opts.RowGroupRows <= 0 {
 		opts.RowGroupRows = DefaultRowGroupRows
 	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
 	if len(srcs) == 0 {
 		return nil, resultsdir.BadInputf("export: no input given; want a results directory of lumina run or pcap/pcapng captures")
 	}
 	if err := checkOut(out); err != nil {
 		return nil, err
 	}
-	s, err := open(srcs)
+	s, err := open(opts.Context, srcs)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +111,10 @@ func ExportAll(srcs []string, out string, opts Options) (*Result, error) {
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("--parquet %s: %w", out, err)
 	}
-	res, err := s.write(src, tmp, opts)
+	res, err := s.write(opts.Context, src, tmp, opts)
+	if err == nil && opts.Context.Err() != nil {
+		err = fmt.Errorf("export stopped: %w", opts.Context.Err())
+	}
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -193,7 +204,7 @@ func replace(tmp, out string) error {
 
 // open reads what the export needs from a results directory (its analysis.json, counters.json) or analyzes
 // captures.
-func open(srcs []string) (*source, error) {
+func open(ctx context.Context, srcs []string) (*source, error) {
 	for _, src := range srcs {
 		st, err := os.Stat(src)
 		if err != nil {
@@ -206,13 +217,13 @@ func open(srcs []string) (*source, error) {
 			return openDir(src)
 		}
 	}
-	return openCaptures(srcs)
+	return openCaptures(ctx, srcs)
 }
 
 // openCaptures analyzes captures as lumina analyze does (analyzeCaptures in cmd/lumina): merged by
 // summary.Open, the integrity check for Lumina dumps with the switch's counters when a results directory holds
 // them, and the scenario-free checkers numbering connections from 1.
-func openCaptures(paths []string) (*source, error) {
+func openCaptures(ctx context.Context, paths []string) (*source, error) {
 	// Files of a results directory that a run left incomplete are refused as the directory is.
 	for _, p := range paths {
 		dir := filepath.Dir(p)
@@ -232,9 +243,13 @@ func openCaptures(paths []string) (*source, error) {
 		return nil, resultsdir.BadInput(err)
 	}
 	defer src.Close()
-	an, err := analyze.Analyze(src, analyze.Options{IndexBase: 1})
+	in := &stoppable{Source: src, ctx: ctx}
+	an, err := analyze.Analyze(in, analyze.Options{IndexBase: 1})
 	for err == nil { // drain what the checkers left
-		_, err = src.Next()
+		_, err = in.Next()
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, fmt.Errorf("export stopped: %w", cerr)
 	}
 	rep, rerr := src.Report()
 	if rerr != nil {
@@ -247,6 +262,23 @@ func openCaptures(paths []string) (*source, error) {
 		return nil, invalidTrace(strings.Join(paths, " "), in)
 	}
 	return &source{traces: paths, order: src.Order(), an: an, indexBase: 1, packets: rep.Packets, warnings: rep.Warnings}, nil
+}
+
+// stoppable is the captures' stream, ended by ctx (checked every batch packets). It keeps the source's
+// decoding and tagging for the analyzers (analyze.Predecoded, analyze.MirrorTagger).
+type stoppable struct {
+	*summary.Source
+	ctx context.Context
+	n   int
+}
+
+func (s *stoppable) Next() (*trace.Packet, error) {
+	if s.n++; s.n%stopEvery == 0 {
+		if err := s.ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return s.Source.Next()
 }
 
 // invalidTrace says why captures fail the integrity check, in lumina analyze's words.
@@ -326,7 +358,7 @@ func openDir(dir string) (*source, error) {
 }
 
 // write writes every table into dir.
-func (s *source) write(src, dir string, opts Options) (*Result, error) {
+func (s *source) write(ctx context.Context, src, dir string, opts Options) (*Result, error) {
 	meta := s.an.Metadata
 	if meta == "" {
 		meta = "none"
@@ -357,7 +389,7 @@ func (s *source) write(src, dir string, opts Options) (*Result, error) {
 	perConn := make(map[int32]int64)
 	var cut []*trace.File
 	n, err := writeTable(filepath.Join(dir, FilePackets), kv("packets"), func(w *parquet.GenericWriter[PacketRow]) (int64, error) {
-		n, c, err := pw.run(s.traces, s.order, w, perConn)
+		n, c, err := pw.run(ctx, s.traces, s.order, w, perConn)
 		cut = c
 		return n, err
 	})

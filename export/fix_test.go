@@ -1,6 +1,7 @@
 package export
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -289,5 +290,52 @@ func TestExportTTL1NotMirrored(t *testing.T) {
 	pk, _ := readTable(t, filepath.Join(out, FilePackets))
 	if ev := pk.countBy(nil, "event"); res.Metadata != "none" || res.Retransmissions != 0 || ev["<nil>"] != 4 {
 		t.Errorf("metadata %s, %d retransmissions, events %v; want none, 0, all null", res.Metadata, res.Retransmissions, ev)
+	}
+}
+
+// countdown is a context whose Err is nil for its first n calls and context.Canceled after: a signal that
+// arrives at each point the export looks.
+type countdown struct {
+	context.Context
+	n int
+}
+
+func (c *countdown) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// An export stopped (SIGINT, SIGTERM: lumina export cancels its context) at any point removes its temporary
+// directory and leaves no output.
+func TestExportStoppedLeavesNothing(t *testing.T) {
+	dir, _ := runEvents(t)
+	dumps, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
+	for _, srcs := range [][]string{{dir}, dumps} {
+		stopped, done := 0, false
+		for n := 0; n < 100 && !done; n++ {
+			parent := t.TempDir()
+			out := filepath.Join(parent, "pq")
+			_, err := ExportAll(srcs, out, Options{Context: &countdown{Context: context.Background(), n: n}})
+			ents, _ := os.ReadDir(parent)
+			switch {
+			case err == nil:
+				done = true
+				if len(ents) != 1 {
+					t.Errorf("%v: a complete export left %d entries beside it", srcs, len(ents))
+				}
+			case errors.Is(err, context.Canceled):
+				stopped++
+				if len(ents) != 0 {
+					t.Errorf("%v stopped at look %d: left %s", srcs, n, ents[0].Name())
+				}
+			default:
+				t.Fatal(err)
+			}
+		}
+		if !done || stopped < 3 {
+			t.Errorf("%v: %d stops before it completed (%v); want several, then completion", srcs, stopped, done)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,9 @@ import (
 
 // batch is how many rows the packet writer hands to parquet at once.
 const batch = 1024
+
+// stopEvery is how many packets the export reads between looks at its context.
+const stopEvery = 64
 
 type flowKey struct {
 	ip netip.Addr
@@ -128,7 +132,7 @@ func (pw *packetWriter) opName(op roce.Opcode) *string {
 
 // run reads the traces, merged as the analysis merged them, and writes their rows, counting the rows of each
 // connection into perConn. It returns the files a capture tool left cut short in the middle of a packet.
-func (pw *packetWriter) run(paths []string, order summary.Order, w *parquet.GenericWriter[PacketRow], perConn map[int32]int64) (int64, []*trace.File, error) {
+func (pw *packetWriter) run(ctx context.Context, paths []string, order summary.Order, w *parquet.GenericWriter[PacketRow], perConn map[int32]int64) (int64, []*trace.File, error) {
 	files := make([]*trace.File, 0, len(paths))
 	defer func() {
 		for _, f := range files {
@@ -162,6 +166,11 @@ func (pw *packetWriter) run(paths []string, order summary.Order, w *parquet.Gene
 		if len(pw.rows) == batch {
 			if err := pw.flush(w); err != nil {
 				return 0, nil, err
+			}
+		}
+		if n%stopEvery == stopEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return 0, nil, fmt.Errorf("export stopped: %w", err)
 			}
 		}
 	}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +44,8 @@ Exit status: 0 written (a plain capture cut short in the middle of a packet too,
 warning), 2 bad input (unreadable or malformed capture, not a results directory, OUT not usable), 3 invalid
 trace: captures that fail the integrity check of Lumina dumps (one dump of a pair, a dump cut short: what
 'lumina analyze' exits 3 for), a results directory whose trace.pcapng is cut short or holds other than the
-packets its analysis.json counted, or one that a run left incomplete. Nothing is written then.`,
+packets its analysis.json counted, or one that a run left incomplete. Nothing is written then; 130 stopped
+by SIGINT or SIGTERM (the temporary directory is removed; a SIGKILL leaves it, as .OUT.export-*).`,
 		Example: `  lumina export results/listing2 --parquet listing2.parquet
   lumina export capture.pcapng --parquet capture.parquet
   lumina export results/listing2/dump/dumper-0.pcap results/listing2/dump/dumper-1.pcap --parquet dumps.parquet
@@ -53,8 +58,14 @@ packets its analysis.json counted, or one that a run left incomplete. Nothing is
 			if groupRows <= 0 {
 				return badInput("--row-group-rows %d: want a positive number of rows", groupRows)
 			}
-			res, err := export.ExportAll(args, out, export.Options{RowGroupRows: groupRows})
+			// SIGINT or SIGTERM: the export stops, removes its temporary directory and exits 130, as lumina run.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := export.ExportAll(args, out, export.Options{RowGroupRows: groupRows, Context: ctx})
 			if err != nil {
+				if errors.Is(err, context.Canceled) {
+					return fail(130, fmt.Errorf("export: stopped by a signal; nothing written (%s unchanged)", out))
+				}
 				if errors.Is(err, resultsdir.ErrIncomplete) || errors.Is(err, export.ErrInvalidTrace) {
 					return fail(exitInvalid, err)
 				}
