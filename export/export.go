@@ -234,7 +234,7 @@ func openCaptures(ctx context.Context, paths []string) (*source, error) {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 	}
-	opts := summary.Options{}
+	opts := summary.Options{SkipICRC: true} // the packet table checks every ICRC itself
 	if c, ok := verdict.FindSwitchCounts(paths); ok {
 		opts.Counters = &c
 	}
