@@ -14,11 +14,13 @@
 -- Wireshark's own infiniband dissector decodes the BTH, RETH, AETH...; it shows the RoCEv2 CNP (opcode 0x81)
 -- as "Unknown (129)" with its FECN/BECN bits in a "Reserved" byte: this script decodes those too.
 --
--- Where the metadata comes from is decided once per capture, on its first RoCE frame, as `lumina analyze`
--- decides (analyze.MetaAuto): a comment with an event selects the comments, else a TTL / hop limit below 8
--- (never a real one) selects the mirror encoding, else the capture is plain and no frame gets an event. The
--- "mode" preference forces the mirror encoding on or off. Frames to the RSS port count as RoCE only when they
--- carry a plausible BTH. Filter on lumina, lumina.event == "drop", lumina.cnp, lumina.seq, ...
+-- Where the metadata comes from is decided once per capture, as `lumina analyze` decides: a comment naming an
+-- event on the first RoCE frame selects the comments; else a capture that is a Lumina dump (its first frames,
+-- up to 8, carry a TTL / hop limit below 8, never a real one, and strictly increasing source MACs) and whose
+-- first RoCE frame has such a TTL selects the mirror encoding; else the capture is plain and no frame gets an
+-- event (RoCE sent with TTL 1 from one MAC is plain). The "mode" preference forces the mirror encoding on or
+-- off. Frames to the RSS port count as RoCE only when they carry a plausible BTH. Filter on lumina,
+-- lumina.event == "drop", lumina.cnp, lumina.seq, ...
 --
 -- Install: lumina wireshark install (copies this file into Wireshark's personal Lua plugins folder), or
 -- tshark -X lua_script:lumina.lua -r trace.pcapng -T fields -e lumina.event -e lumina.seq
@@ -51,7 +53,7 @@ lumina.fields = { f.event, f.event_code, f.seq, f.ts_ns, f.source, f.iter, f.qp,
 local MODE_AUTO, MODE_ALWAYS, MODE_NEVER = 0, 1, 2
 lumina.prefs.mode = Pref.enum("Mirror metadata", MODE_AUTO,
     "When to read the TTL and MAC addresses as Lumina's metadata",
-    { { 1, "auto (as lumina analyze decides, on the first RoCE frame)", MODE_AUTO }, { 2, "always", MODE_ALWAYS },
+    { { 1, "auto (as lumina analyze decides, once per capture)", MODE_AUTO }, { 2, "always", MODE_ALWAYS },
       { 3, "never", MODE_NEVER } }, false)
 lumina.prefs.rss_port = Pref.uint("RSS rewrite port", 9741,
     "UDP destination port of mirrored copies whose ports the switch rewrote (0: none)")
