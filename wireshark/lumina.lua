@@ -14,13 +14,12 @@
 -- Wireshark's own infiniband dissector decodes the BTH, RETH, AETH...; it shows the RoCEv2 CNP (opcode 0x81)
 -- as "Unknown (129)" with its FECN/BECN bits in a "Reserved" byte: this script decodes those too.
 --
--- Where the metadata comes from is decided once per capture, as `lumina analyze` decides: a comment naming an
--- event on the first RoCE frame selects the comments; else a capture that is a Lumina dump (its first frames,
--- up to 8, carry a TTL / hop limit below 8, never a real one, and strictly increasing source MACs) and whose
--- first RoCE frame has such a TTL selects the mirror encoding; else the capture is plain and no frame gets an
--- event (RoCE sent with TTL 1 from one MAC is plain). The "mode" preference forces the mirror encoding on or
--- off. Frames to the RSS port count as RoCE only when they carry a plausible BTH. Filter on lumina,
--- lumina.event == "drop", lumina.cnp, lumina.seq, ...
+-- A frame whose comment names an event takes its metadata from the comment. Otherwise the mirror encoding is
+-- read only when the capture is a Lumina dump, decided once per capture as `lumina analyze` decides: its first
+-- frames (up to 8) carry a TTL / hop limit below 8 (never a real one) and strictly increasing source MACs, and
+-- its first RoCE frame has such a TTL; RoCE sent with TTL 1 from one MAC is plain, no frame gets an event. The
+-- "mode" preference forces the mirror encoding on or off. Frames to the RSS port count as RoCE only when they
+-- carry a plausible BTH. Filter on lumina, lumina.event == "drop", lumina.cnp, lumina.seq, ...
 --
 -- Install: lumina wireshark install (copies this file into Wireshark's personal Lua plugins folder), or
 -- tshark -X lua_script:lumina.lua -r trace.pcapng -T fields -e lumina.event -e lumina.seq
@@ -186,8 +185,7 @@ end
 --              (up to 8) all carry IPv4, IPv6 or RoCEv1 with a TTL / hop limit below 8 and source MACs
 --              (mirror sequence numbers) that strictly increase. Real traffic fails it on the TTL or the MACs
 --              (a host sends from one MAC), e.g. RoCE sent with TTL 1.
---   first      what the first RoCE frame said (analyze.MetaAuto decides there): "comment" when its comment
---              names an event, "mirror" when its TTL / hop limit is below 8, else "none".
+--   low        the first RoCE frame's TTL / hop limit is below 8 (analyze.MetaAuto decides there).
 -- Wireshark reads the whole capture before it shows a frame's details; single-pass tshark decides a frame on
 -- the frames before it, so give tshark -2 when the first 8 frames matter.
 local st
@@ -200,57 +198,42 @@ lumina.init = reset
 
 local TAG_SAMPLE = 8
 
-local function learn(pinfo, r, c)
+local function learn(pinfo, r)
     if pinfo.number <= st.seen then return end -- a frame dissected again: its state is in already
     st.seen = pinfo.number
     if st.sampled < TAG_SAMPLE then
         st.sampled = st.sampled + 1
-            if not r or r.hop >= 8 or (st.prev and r.seq <= st.prev) then
+        if not r or r.hop >= 8 or (st.prev and r.seq <= st.prev) then
             st.tagged = false
         end
         if r then st.prev = r.seq end
     end
-    if not st.first and r and r.bth then
-        if c then
-            st.first = "comment"
-        elseif r.hop < 8 then
-            st.first = "mirror"
-        else
-            st.first = "none"
-        end
+    if st.low == nil and r and r.bth then
+        st.low = r.hop < 8
     end
 end
 
--- mode says where this capture's metadata comes from: "mirror", "comment" or "none".
-local function mode()
-    if lumina.prefs.mode == MODE_ALWAYS then return "mirror" end
-    if st.first == "comment" then return "comment" end
-    if lumina.prefs.mode == MODE_AUTO and st.first == "mirror" and st.tagged then return "mirror" end
-    return "none"
+-- is_mirrored says whether this capture's frames carry the mirror encoding.
+local function is_mirrored()
+    if lumina.prefs.mode == MODE_ALWAYS then return true end
+    return lumina.prefs.mode == MODE_AUTO and st.tagged and st.low == true
 end
 
 function lumina.dissector(tvb, pinfo, tree)
     local r = parse(tvb)
-    local c = comment()
-    learn(pinfo, r, c)
+    learn(pinfo, r)
     if not r or not r.bth then return end
-    local m = mode()
-    if m ~= "comment" then c = nil end
-    local mirrored = m == "mirror"
+    -- A comment naming an event is the frame's metadata (a results trace's; Wireshark gives comments only
+    -- while it builds the tree, so the capture's decision cannot rest on them); else the mirror encoding.
+    local c = comment()
+    local mirrored = not c and is_mirrored()
     local is_cnp = tvb(r.bth, 1):uint() == CNP_OPCODE
     if not mirrored and not c and not is_cnp and not r.rss then
         return
     end
     local t = tree:add(lumina, tvb(), "Lumina")
     local ev
-    if mirrored then
-        ev = r.hop
-        t:add(f.event, tvb(r.hop_off, 1), event_names[ev] or ("event-" .. ev))
-        t:add(f.event_code, tvb(r.hop_off, 1))
-        t:add(f.seq, tvb(6, 6), tvb(6, 6):uint64())
-        t:add(f.ts_ns, tvb(0, 6), tvb(0, 6):uint64())
-        t:add(f.source, "mirror")
-    elseif c then
+    if c then
         ev = c.code
         t:add(f.event, c.event)
         t:add(f.event_code, ev)
@@ -258,13 +241,20 @@ function lumina.dissector(tvb, pinfo, tree)
             t:add(f.seq, UInt64.new(tonumber(c.seq)))
             -- The frame carries the mirror encoding too: its timestamp is the switch's when its event and
             -- sequence number are the comment's (as lumina export's switch_ts_ns).
-            if r.hop == ev and tostring(tvb(6, 6):uint64()) == c.seq then
+            if r.hop == ev and r.seq == tonumber(c.seq) then
                 t:add(f.ts_ns, tvb(0, 6), tvb(0, 6):uint64())
             end
         end
         t:add(f.source, "comment")
         if c.iter then t:add(f.iter, tonumber(c.iter)) end
         if c.qp then t:add(f.qp, tonumber(c.qp)) end
+    elseif mirrored then
+        ev = r.hop
+        t:add(f.event, tvb(r.hop_off, 1), event_names[ev] or ("event-" .. ev))
+        t:add(f.event_code, tvb(r.hop_off, 1))
+        t:add(f.seq, tvb(6, 6), tvb(6, 6):uint64())
+        t:add(f.ts_ns, tvb(0, 6), tvb(0, 6):uint64())
+        t:add(f.source, "mirror")
     end
     if r.rss then
         t:add(f.rss_sport, tvb(r.udp + 6, 2))
