@@ -75,8 +75,10 @@ type source struct {
 // Export writes the tables of src (a results directory of lumina run, or a pcap/pcapng capture) into the
 // directory out, one Parquet file per table (Files). The files are written into a temporary directory beside
 // out and moved into place when all are complete: an interrupted or failed export leaves no out that looks
-// complete. An existing out is replaced only when it is empty or an earlier export (checkOut). Errors that are the input's
-// fault wrap resultsdir.ErrInput; a results directory a run left incomplete, resultsdir.ErrIncomplete.
+// complete. An existing out is replaced only when it is empty or an earlier export (checkOut). Errors that are
+// the input's fault wrap resultsdir.ErrInput; a results directory a run left incomplete,
+// resultsdir.ErrIncomplete; a trace lumina analyze would judge invalid, ErrInvalidTrace; a stop, the
+// context's error.
 func Export(src, out string, opts Options) (*Result, error) {
 	return ExportAll([]string{src}, out, opts)
 }
