@@ -48,7 +48,7 @@ var allowed = map[string][]string{
 	"rundiff":           {"analyze", "resultsdir", "scenario", "verdict", "version"},
 	"history":           {"rundiff"},
 	"internal/progress": {},
-	"export":            {"roce", "trace", "analyze", "verdict", "resultsdir", "version"},
+	"export":            {"roce", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "version"},
 	"wireshark":         {},
 	"htmlreport":        {"roce", "scenario", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "version"},
 	"queue":             {},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/lumina-go/lumina/roce"
@@ -26,8 +25,19 @@ type Predecoded interface {
 	Decoded() (p *roce.Packet, ok bool)
 }
 
+// MirrorTagger is implemented by a trace.Reader that knows whether its captures are Lumina dumps by their first
+// packets (summary.Source does: event-code TTLs and increasing mirror sequence numbers in the source MACs). When
+// it says they are not, MetaAuto never selects MetaMirror: ordinary traffic sent with a TTL below 8 is not
+// mirrored. A reader that does not know leaves the decision to the first RoCE packet's TTL.
+type MirrorTagger interface {
+	MirrorTagged() bool
+}
+
 func (a *analyzer) run(r trace.Reader) (*Analysis, error) {
 	a.pre, _ = r.(Predecoded)
+	if t, ok := r.(MirrorTagger); ok {
+		a.untagged = !t.MirrorTagged()
+	}
 	for n := 0; ; n++ {
 		p, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -114,7 +124,9 @@ type analyzer struct {
 	pre     Predecoded
 	meta    Metadata
 	decided bool
-	conns   []*connState
+	// untagged: the reader says the captures are not Lumina dumps (MirrorTagger).
+	untagged bool
+	conns    []*connState
 	// Requests and responses to the same QP are told apart by opcode: on a QP pair that sends in both
 	// directions, one destination QP receives both the peer's requests and the ACKs of its own.
 	reqs     map[flowKey]*connState
@@ -235,9 +247,9 @@ func (a *analyzer) metadata(p *trace.Packet) (roce.EventType, int64) {
 	if !a.decided {
 		a.decided = true
 		switch {
-		case strings.Contains(p.Comment, "event="):
+		case trace.ParseComment(p.Comment).HasEvent:
 			a.meta = MetaComment
-		case !a.cur.IPv6 && a.cur.Version == roce.RoCEv2 && a.cur.TTL < 8:
+		case a.cur.TTL < 8 && !a.untagged: // IPv4 TTL, IPv6 or GRH hop limit: the switch writes the event there (roce.DecodeMirror)
 			a.meta = MetaMirror
 		default:
 			a.meta = MetaNone
@@ -254,23 +266,10 @@ func (a *analyzer) metadata(p *trace.Packet) (roce.EventType, int64) {
 	return roce.EventNone, p.Timestamp
 }
 
-// commentEvent finds "event=NAME" in a pcapng comment of space-, comma- or semicolon-separated key=value pairs.
+// commentEvent reads the event of a pcapng comment (trace.ParseComment: "event=NAME" or "event=N" among key=value
+// words separated by spaces, commas, semicolons, tabs or newlines); none when it names no event.
 func commentEvent(c string) roce.EventType {
-	i := strings.Index(c, "event=")
-	if i < 0 {
-		return roce.EventNone
-	}
-	v := c[i+len("event="):]
-	if j := strings.IndexAny(v, " ,;\n\t"); j >= 0 {
-		v = v[:j]
-	}
-	if ev, ok := roce.ParseEventType(v); ok {
-		return ev
-	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 && n < 256 {
-		return roce.EventType(n)
-	}
-	return roce.EventNone
+	return trace.ParseComment(c).Event
 }
 
 func (a *analyzer) packet(tp *trace.Packet) {

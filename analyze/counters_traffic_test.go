@@ -209,3 +209,68 @@ func TestCommentMetadata(t *testing.T) {
 		t.Fatalf("metadata %s retransmissions %+v", res.Metadata, res.Retransmissions)
 	}
 }
+
+// An IPv6 mirror dump (the switch writes the event into the hop limit) is read as mirrored: the drop and its
+// switch timestamps are the frames'.
+func TestIPv6MirrorMetadata(t *testing.T) {
+	wc6 := mkConn("fd00::2", "fd00::3", 0x11, 0x22, 1001)
+	b := &builder{t: t, ipv6: true}
+	b.data(wc6, 0, roce.RCWriteFirst, roce.EventDrop, 0)
+	b.data(wc6, 1, roce.RCWriteLast, 0, 1)
+	b.nak(wc6, 0, 2)
+	b.data(wc6, 0, roce.RCWriteFirst, 0, 5)
+	b.data(wc6, 1, roce.RCWriteLast, 0, 6)
+	b.ack(wc6, 1, 7)
+	res := b.run(Options{IndexBase: 1, Conns: []Conn{wc6.conn(0, VerbWrite, 2, 1, 1024)}})
+	wantOK(t, check(t, res, "gbn", 1))
+	if res.Metadata != "mirror" || len(res.Retransmissions) != 1 || res.Retransmissions[0].Event != "drop" ||
+		fv(res.Retransmissions[0].LatencyUs) != 5 {
+		t.Fatalf("metadata %s retransmissions %+v", res.Metadata, res.Retransmissions)
+	}
+}
+
+// untaggedReader is a reader whose captures are not Lumina dumps (analyze.MirrorTagger).
+type untaggedReader struct{ sliceReader }
+
+func (untaggedReader) MirrorTagged() bool { return false }
+
+// A reader that knows its capture is no Lumina dump (ordinary traffic sent with TTL 1) keeps the analyzer from
+// reading the TTL as an event; without that knowledge the first packet's TTL decides, as before.
+func TestMirrorTaggerNo(t *testing.T) {
+	b := &builder{t: t, plain: true}
+	b.data(wc, 0, roce.RCWriteOnly, 0, 0)
+	b.data(wc, 1, roce.RCWriteOnly, 0, 1)
+	for _, f := range b.frames { // TTL 1, "drop", with the IPv4 checksum fixed
+		f.data[roce.EthernetLen+8] = 1
+		f.data[roce.EthernetLen+10], f.data[roce.EthernetLen+11] = 0, 0
+		cs := roce.IPv4Checksum(f.data[roce.EthernetLen : roce.EthernetLen+20])
+		f.data[roce.EthernetLen+10], f.data[roce.EthernetLen+11] = byte(cs>>8), byte(cs)
+	}
+	res, err := Analyze(&untaggedReader{sliceReader{frames: b.frames}}, gbnOpts(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metadata != "none" || len(res.Retransmissions) != 0 {
+		t.Errorf("untagged capture: metadata %s, %d retransmissions; want none", res.Metadata, len(res.Retransmissions))
+	}
+	if res := b.run(gbnOpts(1, 2)); res.Metadata != "mirror" {
+		t.Errorf("a reader that does not know: metadata %s; want mirror (the first packet's TTL decides)", res.Metadata)
+	}
+}
+
+// The comment's other separators and numeric events (trace.ParseComment) read as the testbed's form does.
+func TestCommentMetadataSeparators(t *testing.T) {
+	b := &builder{t: t, plain: true}
+	b.data(wc, 0, roce.RCWriteFirst, 0, 0)
+	b.data(wc, 1, roce.RCWriteLast, 0, 1)
+	b.frames[0].comment = "iter=1,event=1;seq=1"
+	b.frames[1].comment = "iter=1\tevent=none\nseq=2"
+	b.nak(wc, 0, 2)
+	b.data(wc, 0, roce.RCWriteFirst, 0, 5)
+	b.data(wc, 1, roce.RCWriteLast, 0, 6)
+	b.ack(wc, 1, 7)
+	res := b.run(gbnOpts(2, 1))
+	if res.Metadata != "comment" || len(res.Retransmissions) != 1 || res.Retransmissions[0].Event != "drop" {
+		t.Fatalf("metadata %s retransmissions %+v", res.Metadata, res.Retransmissions)
+	}
+}

@@ -56,6 +56,8 @@ type builder struct {
 	t      testing.TB
 	frames []frame
 	plain  bool
+	// ipv6 sends over IPv6 (give connections IPv6 addresses): the switch writes the event into the hop limit.
+	ipv6 bool
 }
 
 // us converts microseconds to nanoseconds.
@@ -64,6 +66,7 @@ func tus(v float64) int64 { return int64(v * 1000) }
 func (b *builder) emit(p *roce.Packet, ev roce.EventType, tUs float64) int {
 	b.t.Helper()
 	p.Version = roce.RoCEv2
+	p.IPv6 = b.ipv6
 	if p.TTL == 0 {
 		p.TTL = 64
 	}
@@ -78,8 +81,13 @@ func (b *builder) emit(p *roce.Packet, ev roce.EventType, tUs float64) int {
 		b.t.Fatalf("encoding frame %d: %v", len(b.frames), err)
 	}
 	if !b.plain {
-		if err := roce.EncodeMirror(data, roce.Mirror{Event: ev, Seq: uint64(len(b.frames) + 1),
-			TimestampNs: uint64(tus(tUs))}); err != nil {
+		m := roce.Mirror{Event: ev, Seq: uint64(len(b.frames) + 1), TimestampNs: uint64(tus(tUs))}
+		if b.ipv6 {
+			err = roce.EncodeMirrorNoChecksum(data, roce.EthernetLen, m)
+		} else {
+			err = roce.EncodeMirror(data, m)
+		}
+		if err != nil {
 			b.t.Fatalf("mirror metadata: %v", err)
 		}
 	}

@@ -66,10 +66,11 @@ type Metadata uint8
 
 // Metadata modes.
 const (
-	// MetaAuto decides from the first RoCE packet: an "event=" pcapng comment selects MetaComment, an IPv4
-	// TTL below 8 (an event type, never a real TTL) selects MetaMirror, anything else MetaNone.
+	// MetaAuto decides from the first RoCE packet: a pcapng comment with an event (trace.ParseComment) selects
+	// MetaComment, an IPv4 TTL or IPv6/GRH hop limit below 8 (an event type, never a real one) selects
+	// MetaMirror, anything else MetaNone.
 	MetaAuto Metadata = iota
-	// MetaMirror reads Lumina's mirror encoding: TTL = event, destination MAC = ingress time in ns.
+	// MetaMirror reads Lumina's mirror encoding: TTL (hop limit) = event, destination MAC = ingress time in ns.
 	MetaMirror
 	// MetaComment reads "event=drop iter=2 seq=17"-style pcapng comments; the capture timestamp is the clock.
 	MetaComment

@@ -5,6 +5,7 @@
 package export
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +13,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/snappy"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
@@ -32,6 +35,10 @@ const DefaultRowGroupRows = 8 << 10
 type Options struct {
 	// RowGroupRows is the most rows a row group holds; 0 means DefaultRowGroupRows.
 	RowGroupRows int64
+	// Context stops the export when done (lumina export cancels it on SIGINT and SIGTERM): the analysis and
+	// the packet table check it between batches of packets, the temporary directory is removed, and the error
+	// wraps its Err. nil: never stopped.
+	Context context.Context
 }
 
 // Result says what Export wrote.
@@ -43,32 +50,60 @@ type Result struct {
 	Connections     int
 	Counters        int
 	Traffic         int
+	// Warnings are lumina analyze's warnings on the captures (a plain capture cut short in the middle of a
+	// packet, packets out of order within their file), also in every file's lumina.warnings metadata.
+	Warnings []string
 }
+
+// ErrInvalidTrace is wrapped by the error of an input that lumina analyze would judge an invalid trace (exit
+// 3): captures that fail the integrity check of Lumina dumps, a results directory whose trace is cut short or
+// does not hold the packets its analysis.json counted.
+var ErrInvalidTrace = errors.New("invalid trace")
 
 // source is what the export reads: the trace, and what the analyzers made of it.
 type source struct {
-	trace     string
+	traces    []string // one results trace, or the captures merged as lumina analyze merges them
+	order     summary.Order
 	an        *analyze.Analysis
 	indexBase int
 	counters  *resultsdir.CountersFile // nil for a capture
+	// packets is the number of packets analysis.json counted (a results directory); -1: not known.
+	packets  int64
+	warnings []string
 }
 
 // Export writes the tables of src (a results directory of lumina run, or a pcap/pcapng capture) into the
 // directory out, one Parquet file per table (Files). The files are written into a temporary directory beside
 // out and moved into place when all are complete: an interrupted or failed export leaves no out that looks
-// complete. An existing out is replaced only when it is empty or an earlier export. Errors that are the input's
-// fault wrap resultsdir.ErrInput; a results directory a run left incomplete, resultsdir.ErrIncomplete.
+// complete. An existing out is replaced only when it is empty or an earlier export (checkOut). Errors that are
+// the input's fault wrap resultsdir.ErrInput; a results directory a run left incomplete,
+// resultsdir.ErrIncomplete; a trace lumina analyze would judge invalid, ErrInvalidTrace; a stop, the
+// context's error.
 func Export(src, out string, opts Options) (*Result, error) {
+	return ExportAll([]string{src}, out, opts)
+}
+
+// ExportAll is Export of one results directory, or of several captures merged into one trace as lumina analyze
+// merges them (in mirror-sequence order when they are Lumina dumps, else in time order) after the same
+// integrity check: captures that fail it are not exported (ErrInvalidTrace).
+func ExportAll(srcs []string, out string, opts Options) (*Result, error) {
 	if opts.RowGroupRows <= 0 {
 		opts.RowGroupRows = DefaultRowGroupRows
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
+	if len(srcs) == 0 {
+		return nil, resultsdir.BadInputf("export: no input given; want a results directory of lumina run or pcap/pcapng captures")
 	}
 	if err := checkOut(out); err != nil {
 		return nil, err
 	}
-	s, err := open(src)
+	s, err := open(opts.Context, srcs)
 	if err != nil {
 		return nil, err
 	}
+	src := strings.Join(srcs, " ")
 	parent := filepath.Dir(filepath.Clean(out))
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(filepath.Clean(out))+".export-")
 	if err != nil {
@@ -78,7 +113,10 @@ func Export(src, out string, opts Options) (*Result, error) {
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("--parquet %s: %w", out, err)
 	}
-	res, err := s.write(src, tmp, opts)
+	res, err := s.write(opts.Context, src, tmp, opts)
+	if err == nil && opts.Context.Err() != nil {
+		err = fmt.Errorf("export stopped: %w", opts.Context.Err())
+	}
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -91,7 +129,9 @@ func Export(src, out string, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// checkOut refuses an output that exists and is neither an empty directory nor an earlier export.
+// checkOut refuses an output that exists and is neither an empty directory nor an earlier export: a directory
+// holding only export's files (Files), whose packets.parquet carries the packet table's lumina metadata. Anything
+// else is someone's data, which a re-export must not delete.
 func checkOut(out string) error {
 	st, err := os.Stat(out)
 	if errors.Is(err, os.ErrNotExist) {
@@ -110,10 +150,39 @@ func checkOut(out string) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(out, FilePackets)); err == nil {
-		return nil
+	ours := map[string]bool{}
+	for _, f := range Files {
+		ours[f] = true
 	}
-	return resultsdir.BadInputf("--parquet %s exists and is neither empty nor an earlier export (no %s); give a new directory", out, FilePackets)
+	for _, e := range ents {
+		if !ours[e.Name()] || !e.Type().IsRegular() {
+			return resultsdir.BadInputf("--parquet %s exists and is neither empty nor an earlier export (it holds %s, which lumina export does not write); give a new directory", out, e.Name())
+		}
+	}
+	if !isPacketTable(filepath.Join(out, FilePackets)) {
+		return resultsdir.BadInputf("--parquet %s exists and is neither empty nor an earlier export (its %s is not lumina export's packet table); give a new directory", out, FilePackets)
+	}
+	return nil
+}
+
+// isPacketTable reports whether path is a Parquet file whose metadata says it is lumina export's packet table.
+func isPacketTable(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return false
+	}
+	table, _ := pf.Lookup(MetaTable)
+	_, versioned := pf.Lookup(MetaSchemaVersion)
+	return table == "packets" && versioned
 }
 
 // replace moves the complete export tmp to out, replacing an earlier export or an empty directory.
@@ -135,21 +204,111 @@ func replace(tmp, out string) error {
 	return nil
 }
 
-// open reads what the export needs from a results directory (its analysis.json, counters.json) or analyzes a
-// capture.
-func open(src string) (*source, error) {
-	st, err := os.Stat(src)
-	if err != nil {
-		return nil, resultsdir.BadInputf("%s: %v; want a results directory of lumina run or a pcap/pcapng capture", src, err)
+// open reads what the export needs from a results directory (its analysis.json, counters.json) or analyzes
+// captures.
+func open(ctx context.Context, srcs []string) (*source, error) {
+	for _, src := range srcs {
+		st, err := os.Stat(src)
+		if err != nil {
+			return nil, resultsdir.BadInputf("%s: %v; want a results directory of lumina run or a pcap/pcapng capture", src, err)
+		}
+		if st.IsDir() {
+			if len(srcs) > 1 {
+				return nil, resultsdir.BadInputf("%s is a directory: give one results directory, or capture files only", src)
+			}
+			return openDir(src)
+		}
 	}
-	if st.IsDir() {
-		return openDir(src)
+	return openCaptures(ctx, srcs)
+}
+
+// openCaptures analyzes captures as lumina analyze does (analyzeCaptures in cmd/lumina): merged by
+// summary.Open, the integrity check for Lumina dumps with the switch's counters when a results directory holds
+// them, and the scenario-free checkers numbering connections from 1.
+func openCaptures(ctx context.Context, paths []string) (*source, error) {
+	// Files of a results directory that a run left incomplete are refused as the directory is.
+	for _, p := range paths {
+		dir := filepath.Dir(p)
+		if filepath.Base(dir) == resultsdir.DirDump {
+			dir = filepath.Dir(dir)
+		}
+		if err := resultsdir.CheckComplete(dir); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
 	}
-	an, err := analyze.AnalyzeFile(src, analyze.Options{})
+	opts := summary.Options{SkipICRC: true} // the packet table checks every ICRC itself
+	if c, ok := verdict.FindSwitchCounts(paths); ok {
+		opts.Counters = &c
+	}
+	src, err := summary.Open(paths, opts)
 	if err != nil {
 		return nil, resultsdir.BadInput(err)
 	}
-	return &source{trace: src, an: an}, nil
+	defer src.Close()
+	in := &stoppable{Source: src, ctx: ctx}
+	an, err := analyze.Analyze(in, analyze.Options{IndexBase: 1})
+	for err == nil { // drain what the checkers left
+		_, err = in.Next()
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, fmt.Errorf("export stopped: %w", cerr)
+	}
+	rep, rerr := src.Report()
+	if rerr != nil {
+		return nil, resultsdir.BadInput(rerr)
+	}
+	if !errors.Is(err, io.EOF) {
+		return nil, resultsdir.BadInput(err)
+	}
+	if in := rep.Integrity; in != nil && !in.OK {
+		return nil, invalidTrace(strings.Join(paths, " "), in)
+	}
+	return &source{traces: paths, order: src.Order(), an: an, indexBase: 1, packets: rep.Packets, warnings: rep.Warnings}, nil
+}
+
+// stoppable is the captures' stream, ended by ctx (checked every batch packets). It keeps the source's
+// decoding and tagging for the analyzers (analyze.Predecoded, analyze.MirrorTagger).
+type stoppable struct {
+	*summary.Source
+	ctx context.Context
+	n   int
+}
+
+func (s *stoppable) Next() (*trace.Packet, error) {
+	if s.n++; s.n%stopEvery == 0 {
+		if err := s.ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return s.Source.Next()
+}
+
+// invalidTrace says why captures fail the integrity check, in lumina analyze's words.
+func invalidTrace(what string, in *summary.Integrity) error {
+	ok, skipped := 0, 0
+	for _, c := range in.Checks {
+		switch {
+		case c.OK:
+			ok++
+		case c.Skipped:
+			skipped++
+		}
+	}
+	counted := fmt.Sprintf("%d/%d conditions hold", ok, len(in.Checks))
+	if skipped > 0 {
+		counted += fmt.Sprintf(", %d not checked", skipped)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: integrity INVALID TRACE (%s): not exported, as lumina analyze does not judge it", what, counted)
+	for _, c := range in.Checks {
+		if !c.OK && !c.Skipped {
+			fmt.Fprintf(&b, "\n  [FAIL] %s: %s", c.Name, c.Detail)
+		}
+	}
+	if in.Hint != "" {
+		fmt.Fprintf(&b, "\n  hint: %s", in.Hint)
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidTrace, b.String())
 }
 
 func openDir(dir string) (*source, error) {
@@ -193,11 +352,15 @@ func openDir(dir string) (*source, error) {
 	if doc.Analysis.Metadata == "" {
 		doc.Analysis.Metadata = "comment" // testbed.reconstruct annotates every packet of trace.pcapng
 	}
-	return &source{trace: tr, an: doc.Analysis, indexBase: doc.IndexBase, counters: &cf}, nil
+	packets := int64(-1)
+	if doc.Analysis.Packets > 0 { // a run judged invalid has no count; its trace is still checked whole
+		packets = int64(doc.Analysis.Packets)
+	}
+	return &source{traces: []string{tr}, order: summary.OrderTime, an: doc.Analysis, indexBase: doc.IndexBase, counters: &cf, packets: packets}, nil
 }
 
 // write writes every table into dir.
-func (s *source) write(src, dir string, opts Options) (*Result, error) {
+func (s *source) write(ctx context.Context, src, dir string, opts Options) (*Result, error) {
 	meta := s.an.Metadata
 	if meta == "" {
 		meta = "none"
@@ -217,15 +380,34 @@ func (s *source) write(src, dir string, opts Options) (*Result, error) {
 			parquet.KeyValueMetadata(MetaIndexBase, strconv.Itoa(s.indexBase)),
 		}
 	}
+	if len(s.warnings) > 0 {
+		res.Warnings = s.warnings
+		base := kv
+		kv = func(table string) []parquet.WriterOption {
+			return append(base(table), parquet.KeyValueMetadata(MetaWarnings, strings.Join(s.warnings, "\n")))
+		}
+	}
 	pw := newPacketWriter(s.an, s.indexBase, meta)
 	perConn := make(map[int32]int64)
+	var cut []*trace.File
 	n, err := writeTable(filepath.Join(dir, FilePackets), kv("packets"), func(w *parquet.GenericWriter[PacketRow]) (int64, error) {
-		return pw.run(s.trace, w, perConn)
+		n, c, err := pw.run(ctx, s.traces, s.order, w, perConn)
+		cut = c
+		return n, err
 	})
 	if err != nil {
 		return nil, err
 	}
+	if s.counters != nil && len(cut) > 0 { // a results trace (captures were judged by their integrity check)
+		c := cut[0].Truncated()
+		return nil, fmt.Errorf("%w: %s: integrity INVALID TRACE: [FAIL] %s: %s is cut short in the middle of a packet at byte offset %d after %d whole packets",
+			ErrInvalidTrace, cut[0].Name(), summary.CheckDumpsWhole, cut[0].Name(), c.Offset, c.Packets)
+	}
 	res.Packets = n
+	if s.packets >= 0 && n != s.packets {
+		return nil, fmt.Errorf("%w: %s holds %d packets; its analysis counted %d: the trace changed since it was analyzed (run lumina analyze on it again)",
+			ErrInvalidTrace, strings.Join(s.traces, " "), n, s.packets)
+	}
 
 	retx := make([]RetransmissionRow, 0, len(s.an.Retransmissions))
 	for _, r := range s.an.Retransmissions {

@@ -356,10 +356,29 @@ func TestExportPlainCapture(t *testing.T) {
 	if int64(pk.rows()) != sum.Packets {
 		t.Fatalf("%d rows; %d packets", pk.rows(), sum.Packets)
 	}
-	for _, col := range []string{"event", "mirror_seq", "switch_ts_ns", "iter"} {
+	for _, col := range []string{"event", "mirror_seq", "switch_ts_ns"} {
 		if n := pk.countBy(func(i int) bool { return pk[col][i] != nil }, "roce"); len(n) != 0 {
 			t.Errorf("column %s has values %v in a plain capture", col, n)
 		}
+	}
+	// ITER, counted as the switch counts it (roce.NextIter per connection), is the results trace's: the
+	// switch's own count in its comments, packet for packet (the plain copy holds the same packets).
+	ref := filepath.Join(t.TempDir(), "ref")
+	if _, err := Export(dir, ref, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rk, _ := readTable(t, filepath.Join(ref, FilePackets))
+	withIter := 0
+	for i := 0; i < pk.rows(); i++ {
+		if pk["iter"][i] != rk["iter"][i] {
+			t.Fatalf("row %d (%v): iter %v; the switch's comment says %v", i, pk["opcode_name"][i], pk["iter"][i], rk["iter"][i])
+		}
+		if pk["iter"][i] != nil {
+			withIter++
+		}
+	}
+	if it := pk.countBy(func(i int) bool { return pk["iter"][i] != nil }, "iter"); withIter == 0 || it["2"] == 0 {
+		t.Errorf("iter values %v; want rounds 1 and 2 (the retransmitted drop)", it)
 	}
 	withConn := pk.countBy(func(i int) bool { return pk["conn"][i] != nil }, "roce")["true"]
 	if int64(withConn) != sum.RoCEPackets {
@@ -453,7 +472,7 @@ func TestExportBadInputLeavesNothing(t *testing.T) {
 	os.Mkdir(other, 0o755)
 	os.WriteFile(filepath.Join(other, "notes.txt"), []byte("mine"), 0o644)
 	dir, _ := runEvents(t)
-	if _, err := Export(dir, other, Options{}); !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), "neither empty nor an earlier export") {
+	if _, err := Export(dir, other, Options{}); !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), "neither empty nor an earlier export (it holds notes.txt") {
 		t.Errorf("exporting over a foreign directory: %v; want it refused", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(other, "notes.txt")); err != nil || string(b) != "mine" {
@@ -469,14 +488,15 @@ func TestExportBadInputLeavesNothing(t *testing.T) {
 	}
 }
 
-// Exporting again into the same directory replaces the earlier export whole.
+// Exporting again into the same directory replaces the earlier export whole; a directory that holds anything
+// else beside export's files, or a packets.parquet that is not export's, is refused and left untouched.
 func TestExportReplacesEarlierExport(t *testing.T) {
 	dir, _ := runEvents(t)
 	out := filepath.Join(t.TempDir(), "pq")
 	if _, err := Export(dir, out, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(out, FilePackets), []byte("stale"), 0o644); err != nil {
+	if err := os.Remove(filepath.Join(out, FileTraffic)); err != nil { // an earlier export with a file missing
 		t.Fatal(err)
 	}
 	if _, err := Export(dir, out, Options{}); err != nil {
@@ -489,8 +509,31 @@ func TestExportReplacesEarlierExport(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	if pk.rows() == 0 || strings.Join(names, ",") != "pq" {
-		t.Errorf("after re-export: %d rows, beside it %v", pk.rows(), names)
+	if _, err := os.Stat(filepath.Join(out, FileTraffic)); pk.rows() == 0 || strings.Join(names, ",") != "pq" || err != nil {
+		t.Errorf("after re-export: %d rows, traffic %v, beside it %v", pk.rows(), err, names)
+	}
+
+	// The user's own file in an earlier export, and a packets.parquet that is not export's.
+	notes := filepath.Join(out, "notes.txt")
+	if err := os.WriteFile(notes, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Export(dir, out, Options{}); !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), "notes.txt") {
+		t.Errorf("re-export over a user's file: %v; want it refused", err)
+	}
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "mine" {
+		t.Error("the user's file was touched")
+	}
+	other := filepath.Join(t.TempDir(), "data")
+	os.Mkdir(other, 0o755)
+	if err := os.WriteFile(filepath.Join(other, FilePackets), []byte("someone's parquet"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Export(dir, other, Options{}); !errors.Is(err, resultsdir.ErrInput) || !strings.Contains(err.Error(), "not lumina export's packet table") {
+		t.Errorf("export over another packets.parquet: %v; want it refused", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(other, FilePackets)); string(b) != "someone's parquet" {
+		t.Error("the other packets.parquet was touched")
 	}
 }
 
@@ -524,52 +567,94 @@ func TestExportInvalidRun(t *testing.T) {
 	}
 }
 
-// A Lumina dump (mirror metadata in TTL and MAC addresses, no comments) exports with its events, sequence
-// numbers and switch timestamps decoded from the frames, as the capture summary counts them.
+// Lumina dumps (mirror metadata in TTL and MAC addresses, no comments) export merged in mirror-sequence order,
+// as lumina analyze merges them, with their events, sequence numbers and switch timestamps decoded from the
+// frames. One dump of the pair fails the integrity check, as lumina analyze judges it, and is not exported.
 func TestExportDump(t *testing.T) {
 	dir, _ := runEvents(t)
 	dumps, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
-	if len(dumps) == 0 {
-		t.Fatal("no dump")
+	if len(dumps) != 2 {
+		t.Fatalf("dumps %v; want 2", dumps)
 	}
-	seen := map[string]int{}
-	for _, d := range dumps {
-		out := filepath.Join(t.TempDir(), "pq")
-		res, err := Export(d, out, Options{})
-		if err != nil {
-			t.Fatal(err)
+	one := filepath.Join(t.TempDir(), "pq")
+	if _, err := Export(dumps[0], one, Options{}); !errors.Is(err, ErrInvalidTrace) || !strings.Contains(err.Error(), "INVALID TRACE") {
+		t.Errorf("one dump of two: %v; want the integrity failure", err)
+	}
+	if _, err := os.Stat(one); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a dump that fails the integrity check left %s", one)
+	}
+	out := filepath.Join(t.TempDir(), "pq")
+	res, err := ExportAll(dumps, out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metadata != "mirror" {
+		t.Errorf("metadata %q; want mirror", res.Metadata)
+	}
+	sum, err := summary.Analyze(dumps, summary.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, _ := readTable(t, filepath.Join(out, FilePackets))
+	if int64(pk.rows()) != sum.Packets || res.Packets != sum.Packets {
+		t.Fatalf("%d rows; the merged dumps hold %d packets", pk.rows(), sum.Packets)
+	}
+	want := map[string]int{}
+	for e, n := range sum.Mirror.Events {
+		want[e] = int(n)
+	}
+	equalCounts(t, "events", pk.countBy(nil, "event"), want)
+	if want["drop"] != 2 || want["ecn"] != 1 || want["corrupt"] != 1 {
+		t.Errorf("events over the dumps: %v; want 2 drops, 1 ecn, 1 corrupt", want)
+	}
+	for i := 0; i < pk.rows(); i++ { // merged in mirror-sequence order: seq 1, 2, 3, ...
+		if pk["mirror_seq"][i] != int64(i+1) || pk["switch_ts_ns"][i] == nil || pk["index"][i] != int64(i) {
+			t.Fatalf("row %d: index %v seq %v ts %v; want the merged stream's packet %d, seq %d", i, pk["index"][i], pk["mirror_seq"][i], pk["switch_ts_ns"][i], i, i+1)
 		}
-		if res.Metadata != "mirror" {
-			t.Errorf("%s: metadata %q; want mirror", d, res.Metadata)
+	}
+	// ITER, counted from the frames, is the switch's (the results trace's comments), by mirror sequence number;
+	// a CNP declares no RDMA payload.
+	ref := filepath.Join(t.TempDir(), "ref")
+	if _, err := Export(dir, ref, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rk, _ := readTable(t, filepath.Join(ref, FilePackets))
+	iterOf := map[any]any{}
+	for i := 0; i < rk.rows(); i++ {
+		iterOf[rk["mirror_seq"][i]] = rk["iter"][i]
+	}
+	cnps := 0
+	for i := 0; i < pk.rows(); i++ {
+		if pk["iter"][i] != iterOf[pk["mirror_seq"][i]] {
+			t.Fatalf("row %d (seq %v): iter %v; the switch's comment says %v", i, pk["mirror_seq"][i], pk["iter"][i], iterOf[pk["mirror_seq"][i]])
 		}
-		sum, err := summary.Analyze([]string{d}, summary.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pk, _ := readTable(t, filepath.Join(out, FilePackets))
-		want := map[string]int{}
-		for e, n := range sum.Mirror.Events {
-			want[e] = int(n)
-			seen[e] += int(n)
-		}
-		equalCounts(t, filepath.Base(d)+" events", pk.countBy(nil, "event"), want)
-		f, err := trace.Open(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; ; i++ {
-			p, err := f.Next()
-			if err != nil {
-				break
+		if pk["opcode_name"][i] == "CNP" {
+			cnps++
+			if pk["payload_len"][i] != int64(0) {
+				t.Errorf("CNP row %d: payload_len %v; want 0", i, pk["payload_len"][i])
 			}
-			m, _ := roce.DecodeMirror(p.Data)
-			if pk["mirror_seq"][i] != int64(m.Seq) || pk["switch_ts_ns"][i] != int64(m.TimestampNs) || pk["iter"][i] != nil {
-				t.Fatalf("%s row %d: seq %v ts %v iter %v; the frame says %d %d (no iter)", d, i, pk["mirror_seq"][i], pk["switch_ts_ns"][i], pk["iter"][i], m.Seq, m.TimestampNs)
-			}
 		}
-		f.Close()
 	}
-	if seen["drop"] != 2 || seen["ecn"] != 1 || seen["corrupt"] != 1 {
-		t.Errorf("events over the dumps: %v; want 2 drops, 1 ecn, 1 corrupt", seen)
+	if cnps == 0 {
+		t.Error("no CNP in the dumps: payload_len of CNPs untested")
 	}
+	// The retransmissions are the ones lumina analyze finds on the same dumps, numbered as it numbers them.
+	an, err := analyze.Analyze(mustMerge(t, dumps), analyze.Options{IndexBase: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := readTable(t, filepath.Join(out, FileRetransmissions))
+	if rt.rows() != len(an.Retransmissions) || rt.rows() == 0 {
+		t.Errorf("%d retransmission rows; lumina analyze finds %d", rt.rows(), len(an.Retransmissions))
+	}
+}
+
+func mustMerge(t *testing.T, paths []string) trace.Reader {
+	t.Helper()
+	src, err := summary.Open(paths, summary.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	return src
 }

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,12 +11,16 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
 )
 
 // batch is how many rows the packet writer hands to parquet at once.
 const batch = 1024
+
+// stopEvery is how many packets the export reads between looks at its context.
+const stopEvery = 64
 
 type flowKey struct {
 	ip netip.Addr
@@ -25,15 +30,44 @@ type flowKey struct {
 type flowInfo struct {
 	conn int32
 	dir  *string
+	st   *iterState
+}
+
+// iterState is one connection's ITER as the switch counts it (inject: roce.NextIter from the initial PSN, in
+// round 1): the round of its data packets, and of its read requests.
+type iterState struct {
+	read              bool
+	dataLast, reqLast roce.PSN
+	dataIter, reqIter int
+}
+
+// iter returns the round of a packet sent in direction toResp (requester -> responder), and whether it has one:
+// data packets (SEND, WRITE; READ responses) and read requests do, ACKs, NAKs and CNPs do not.
+func (st *iterState) iter(toResp bool, op roce.Opcode, psn roce.PSN) (int, bool) {
+	switch {
+	case st.read && toResp && op.IsReadRequest():
+		last := st.reqLast
+		if last.Less(st.dataLast) {
+			last = st.dataLast
+		}
+		st.reqIter = roce.NextIter(st.reqIter, last, psn)
+		st.reqLast = psn
+		return st.reqIter, true
+	case st.read && !toResp && op.IsReadResponse(), !st.read && toResp && (op.IsSend() || op.IsWrite()):
+		st.dataIter = roce.NextIter(st.dataIter, st.dataLast, psn)
+		st.dataLast = psn
+		return st.dataIter, true
+	}
+	return 0, false
 }
 
 // vals holds one row's values that the row's optional columns point at: rows of a batch point into a reused
 // array, so the packet table allocates nothing per packet.
 type vals struct {
-	conn, udpSrc, opcode, syndrome, ecn, dscp, payload, iter int32
-	destQP, psn, msn, seq, ts                                int64
-	becn                                                     bool
-	comment                                                  string
+	conn, udpSrc, opcode, syndrome, ecn, dscp, payload, iter, cqp int32
+	destQP, psn, msn, seq, ts                                     int64
+	becn                                                          bool
+	comment                                                       string
 }
 
 // packetWriter turns the trace into packet rows.
@@ -59,8 +93,10 @@ func newPacketWriter(an *analyze.Analysis, base int, meta string) *packetWriter 
 	pw.dirs = [2]*string{strp(DirToResponder), strp(DirToRequester)}
 	for _, c := range an.Connections {
 		qp := int32(c.Index + base)
-		pw.flows[flowKey{c.RespIP, c.RespQPN}] = flowInfo{qp, pw.dirs[0]}
-		pw.flows[flowKey{c.ReqIP, c.ReqQPN}] = flowInfo{qp, pw.dirs[1]}
+		st := &iterState{read: c.Verb == analyze.VerbRead, dataIter: 1, reqIter: 1,
+			dataLast: c.ReqIPSN.Add(-1), reqLast: c.ReqIPSN.Add(-1)}
+		pw.flows[flowKey{c.RespIP, c.RespQPN}] = flowInfo{qp, pw.dirs[0], st}
+		pw.flows[flowKey{c.ReqIP, c.ReqQPN}] = flowInfo{qp, pw.dirs[1], st}
 	}
 	for i := range pw.events {
 		pw.events[i] = strp(roce.EventType(i).String())
@@ -94,30 +130,57 @@ func (pw *packetWriter) opName(op roce.Opcode) *string {
 	return s
 }
 
-// run reads the trace and writes its rows, counting the rows of each connection into perConn.
-func (pw *packetWriter) run(path string, w *parquet.GenericWriter[PacketRow], perConn map[int32]int64) (int64, error) {
-	f, err := trace.Open(path)
-	if err != nil {
-		return 0, traceError(path, 0, err)
+// run reads the traces, merged as the analysis merged them, and writes their rows, counting the rows of each
+// connection into perConn. It returns the files a capture tool left cut short in the middle of a packet.
+func (pw *packetWriter) run(ctx context.Context, paths []string, order summary.Order, w *parquet.GenericWriter[PacketRow], perConn map[int32]int64) (int64, []*trace.File, error) {
+	files := make([]*trace.File, 0, len(paths))
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	readers := make([]trace.Reader, 0, len(paths))
+	for _, path := range paths {
+		f, err := trace.Open(path)
+		if err != nil {
+			return 0, nil, traceError(path, 0, err)
+		}
+		files = append(files, f)
+		readers = append(readers, f)
 	}
-	defer f.Close()
+	in := readers[0]
+	if len(readers) > 1 {
+		in = trace.NewMerger(trace.MergeOptions{ByMirrorSeq: order == summary.OrderMirror}, readers...)
+	}
+	name := strings.Join(paths, " ")
 	var n int64
 	for ; ; n++ {
-		p, err := f.Next()
+		p, err := in.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return 0, traceError(path, n, err)
+			return 0, nil, traceError(name, n, err)
 		}
 		pw.add(p, perConn)
 		if len(pw.rows) == batch {
 			if err := pw.flush(w); err != nil {
-				return 0, err
+				return 0, nil, err
+			}
+		}
+		if n%stopEvery == stopEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return 0, nil, fmt.Errorf("export stopped: %w", err)
 			}
 		}
 	}
-	return n, pw.flush(w)
+	var cut []*trace.File
+	for _, f := range files {
+		if f.Truncated() != nil {
+			cut = append(cut, f)
+		}
+	}
+	return n, cut, pw.flush(w)
 }
 
 func (pw *packetWriter) flush(w *parquet.GenericWriter[PacketRow]) error {
@@ -150,6 +213,12 @@ func (pw *packetWriter) add(p *trace.Packet, perConn map[int32]int64) {
 		if ok {
 			v.conn = fi.conn
 			r.Conn, r.Direction = &v.conn, fi.dir
+			if r.PSN != nil {
+				if it, ok := fi.st.iter(fi.dir == pw.dirs[0], pkt.BTH.Opcode, pkt.BTH.PSN); ok {
+					v.iter = int32(it)
+					r.Iter = &v.iter
+				}
+			}
 		}
 	}
 	pw.metadata(p, r, v)
@@ -182,6 +251,9 @@ func (pw *packetWriter) roceColumns(r *PacketRow, v *vals) {
 	}
 	if pkt.Reason != roce.ReasonShortBTH {
 		v.payload = int32(pkt.PayloadLen)
+		if pkt.BTH.Opcode == roce.CNP {
+			v.payload = 0 // its 16 reserved bytes are no RDMA payload
+		}
 		r.PayloadLen = &v.payload
 	}
 	r.ICRC = pw.icrc[pkt.CheckICRC()]
@@ -192,29 +264,31 @@ func (pw *packetWriter) roceColumns(r *PacketRow, v *vals) {
 func (pw *packetWriter) metadata(p *trace.Packet, r *PacketRow, v *vals) {
 	switch pw.meta {
 	case "comment":
-		c := parseComment(p.Comment)
-		if c.hasEvent {
-			r.Event = pw.events[c.event]
+		// conn is the analyzer's (add): the comment's qp= numbers connections as its writer did, which
+		// need not be the connections table's numbering, so it stays in the comment column.
+		c := trace.ParseComment(p.Comment)
+		if c.HasEvent {
+			r.Event = pw.events[c.Event]
 		}
-		if c.hasSeq {
-			v.seq = int64(c.seq)
+		if c.HasSeq {
+			v.seq = int64(c.Seq)
 			r.MirrorSeq = &v.seq
 		}
-		if c.iter > 0 {
-			v.iter = int32(c.iter)
+		if c.HasIter && c.Iter > 0 { // the switch's own count (the same rule, on every copy it mirrored)
+			v.iter = int32(c.Iter)
 			r.Iter = &v.iter
 		}
-		if c.hasQP {
-			v.conn = int32(c.qp)
-			r.Conn = &v.conn
+		if c.HasQP {
+			v.cqp = int32(c.QP)
+			r.CommentQP = &v.cqp
 		}
-		if c.other {
+		if c.Other {
 			v.comment = p.Comment
 			r.Comment = &v.comment
 		}
 		// The frame carries the mirror encoding too: its timestamp is the switch's when its sequence number
 		// is the comment's.
-		if m, ok := roce.DecodeMirror(p.Data); ok && c.hasSeq && m.Seq == c.seq && m.Event == c.event {
+		if m, ok := roce.DecodeMirror(p.Data); ok && c.HasSeq && m.Seq == c.Seq && m.Event == c.Event {
 			v.ts = int64(m.TimestampNs)
 			r.SwitchTsNs = &v.ts
 		}
@@ -232,72 +306,4 @@ func (pw *packetWriter) metadata(p *trace.Packet, r *PacketRow, v *vals) {
 			r.Comment = &v.comment
 		}
 	}
-}
-
-type comment struct {
-	event                   roce.EventType
-	seq                     uint64
-	iter, qp                int
-	hasEvent, hasSeq, hasQP bool
-	other                   bool // words beyond event=, seq=, iter=, qp=
-}
-
-// parseComment reads "event=drop seq=17 iter=2 qp=1" (testbed.reconstruct's annotation) without allocating.
-func parseComment(s string) comment {
-	var c comment
-	for len(s) > 0 {
-		i := strings.IndexByte(s, ' ')
-		w := s
-		if i >= 0 {
-			w, s = s[:i], s[i+1:]
-		} else {
-			s = ""
-		}
-		if w == "" {
-			continue
-		}
-		k, val, ok := strings.Cut(w, "=")
-		if !ok {
-			c.other = true
-			continue
-		}
-		switch k {
-		case "event":
-			if e, ok := roce.ParseEventType(val); ok {
-				c.event, c.hasEvent = e, true
-				continue
-			}
-		case "seq":
-			if n, ok := atoi(val); ok {
-				c.seq, c.hasSeq = uint64(n), true
-				continue
-			}
-		case "iter":
-			if n, ok := atoi(val); ok {
-				c.iter = n
-				continue
-			}
-		case "qp":
-			if n, ok := atoi(val); ok {
-				c.qp, c.hasQP = n, true
-				continue
-			}
-		}
-		c.other = true
-	}
-	return c
-}
-
-func atoi(s string) (int, bool) {
-	if s == "" || len(s) > 15 {
-		return 0, false
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int(s[i]-'0')
-	}
-	return n, true
 }

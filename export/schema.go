@@ -16,6 +16,7 @@ const (
 	MetaSource        = "lumina.source"   // the exported results directory or capture, as given
 	MetaMetadata      = "lumina.metadata" // mirror | comment | none: where events came from
 	MetaIndexBase     = "lumina.index_base"
+	MetaWarnings      = "lumina.warnings" // lumina analyze's warnings on the captures, one a line; absent: none
 )
 
 // File names in the output directory, one per table.
@@ -65,6 +66,7 @@ type PacketRow struct {
 	SwitchTsNs  *int64  `parquet:"switch_ts_ns,optional"`   // the switch's 48-bit ingress timestamp
 	Iter        *int32  `parquet:"iter,optional"`           // round of the packet's PSN (the scenario's ITER)
 	Comment     *string `parquet:"comment,optional,snappy"` // the pcapng comment when it holds more than the columns
+	CommentQP   *int32  `parquet:"comment_qp,optional"`     // the comment's qp= as written (conn is the analyzer's)
 }
 
 // RetransmissionRow is one lost data packet and its recovery (analyze.Retransmission).

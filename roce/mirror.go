@@ -61,7 +61,7 @@ func ParseEventType(s string) (EventType, bool) {
 
 // Mirror is the metadata Lumina's switch writes into a mirrored copy.
 type Mirror struct {
-	Event       EventType // IPv4 TTL
+	Event       EventType // IPv4 TTL; IPv6 or GRH hop limit
 	Seq         uint64    // mirror sequence number: Ethernet source MAC, 48-bit big-endian
 	TimestampNs uint64    // switch ingress time in ns: Ethernet destination MAC, 48-bit big-endian
 }
@@ -96,18 +96,48 @@ func ipv4Offset(frame []byte, minLen int) (int, bool) {
 	return off, true
 }
 
-// DecodeMirror reads Lumina's metadata from a mirrored Ethernet frame
-// (optionally VLAN-tagged) carrying IPv4. It returns false for anything else.
+// DecodeMirror reads Lumina's metadata from a mirrored Ethernet frame (optionally VLAN-tagged) carrying IPv4
+// (the event in the TTL, EncodeMirror), or IPv6 or RoCEv1 (the event in the IPv6 or GRH hop limit,
+// EncodeMirrorNoChecksum). It returns false for anything else.
 func DecodeMirror(frame []byte) (Mirror, bool) {
-	ip, ok := ipv4Offset(frame, 9)
-	if !ok {
+	hop := -1
+	if ip, ok := ipv4Offset(frame, 9); ok {
+		hop = ip + 8
+	} else if l3, ok := ipv6Offset(frame); ok {
+		hop = l3 + 7
+	}
+	if hop < 0 {
 		return Mirror{}, false
 	}
 	return Mirror{
-		Event:       EventType(frame[ip+8]),
+		Event:       EventType(frame[hop]),
 		Seq:         get48(frame[6:]),
 		TimestampNs: get48(frame[0:]),
 	}, true
+}
+
+// ipv6Offset returns the offset of the IPv6 header or RoCEv1 GRH (both version 6, the hop limit at byte 7) in
+// an Ethernet frame, skipping up to two VLAN tags, and whether its first 8 bytes are present.
+func ipv6Offset(frame []byte) (int, bool) {
+	off := 12
+	for tags := 0; ; tags++ {
+		if len(frame) < off+2 {
+			return 0, false
+		}
+		et := binary.BigEndian.Uint16(frame[off:])
+		if et == EtherTypeIPv6 || et == EtherTypeRoCEv1 {
+			off += 2
+			break
+		}
+		if tags == 2 || (et != EtherTypeVLAN && et != EtherTypeQinQ && et != EtherTypeQinQ2) {
+			return 0, false
+		}
+		off += 4
+	}
+	if len(frame) < off+8 || frame[off]>>4 != 6 {
+		return 0, false
+	}
+	return off, true
 }
 
 // EncodeMirror writes m into frame in place, as the switch does on a mirrored

@@ -59,12 +59,14 @@ func TestDecodeMirrorRejects(t *testing.T) {
 	arp := frame(false, 0)
 	arp[12], arp[13] = 0x08, 0x06
 	v6 := frame(false, 0)
-	v6[14] = 0x65
+	v6[14] = 0x65 // version 6 in an IPv4 ethertype
+	v4in6 := frame(false, 0)
+	v4in6[12], v4in6[13] = 0x86, 0xdd // version 4 in an IPv6 ethertype
 	threeTags := append([]byte{}, frame(false, 0)[:12]...)
 	threeTags = append(threeTags, 0x81, 0, 0, 1, 0x81, 0, 0, 2, 0x81, 0, 0, 3)
 	threeTags = append(threeTags, frame(false, 0)[12:]...)
 	for name, f := range map[string][]byte{
-		"empty": nil, "short": frame(false, 0)[:20], "arp": arp, "bad version": v6, "three vlan tags": threeTags,
+		"empty": nil, "short": frame(false, 0)[:20], "arp": arp, "bad version": v6, "v4 in v6": v4in6, "three vlan tags": threeTags,
 	} {
 		if m, ok := DecodeMirror(f); ok {
 			t.Errorf("%s: decoded %+v", name, m)
@@ -113,6 +115,31 @@ func TestEncodeMirrorNoChecksum(t *testing.T) {
 	}
 	if f[EthernetLen+7] != byte(EventReorder) || get48(f[6:]) != m.Seq || get48(f[0:]) != m.TimestampNs {
 		t.Errorf("wrong layout % x", f[:EthernetLen+8])
+	}
+	if got, ok := DecodeMirror(f); !ok || got != m {
+		t.Errorf("IPv6: decoded %+v %v; want %+v", got, ok, m)
+	}
+	// RoCEv1 (GRH, hop limit at byte 7), VLAN-tagged IPv6, both built by the package's encoder.
+	for name, p := range map[string]Packet{
+		"rocev1":    {Version: RoCEv1, SrcIP: netip.MustParseAddr("fe80::1"), DstIP: netip.MustParseAddr("fe80::2"), TTL: 64},
+		"vlan ipv6": {Version: RoCEv2, IPv6: true, SrcIP: netip.MustParseAddr("fd00::1"), DstIP: netip.MustParseAddr("fd00::2"), TTL: 64, NumVLANs: 1, VLANs: [2]VLAN{{TPID: EtherTypeVLAN, TCI: 5}}},
+	} {
+		p.BTH = BTH{Opcode: RCSendOnly, DestQP: 0x12}
+		b, err := p.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Packet
+		d.Decode(b, len(b))
+		if err := EncodeMirrorNoChecksum(b, d.L3Offset, m); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := DecodeMirror(b); !ok || got != m {
+			t.Errorf("%s: decoded %+v %v; want %+v", name, got, ok, m)
+		}
+	}
+	if _, ok := DecodeMirror(f[:EthernetLen+7]); ok {
+		t.Error("IPv6 frame cut before the hop limit decoded")
 	}
 	if err := EncodeMirrorNoChecksum(f, EthernetLen, Mirror{Seq: MirrorMax + 1}); err == nil {
 		t.Error("49-bit sequence number accepted")

@@ -145,7 +145,7 @@ func (m *Merger) fetch(i int) error {
 	if m.opts.ByMirrorSeq {
 		mi, ok := roce.DecodeMirror(p.Data)
 		if !ok {
-			return fmt.Errorf("merging input %d: packet %d (byte offset %d): no Lumina mirror metadata (want Ethernet with IPv4)", i, p.Index, p.Offset)
+			return fmt.Errorf("merging input %d: packet %d (byte offset %d): no Lumina mirror metadata (want Ethernet with IPv4, IPv6 or RoCEv1)", i, p.Index, p.Offset)
 		}
 		if !m.opts.Seq.Contains(mi.Seq) {
 			m.violate(i, p.Index, fmt.Sprintf("mirror seq %d outside the sequence space %d..%d", mi.Seq, m.opts.Seq.Min, m.opts.Seq.Max))

@@ -63,13 +63,39 @@ func personalLua(out []byte) (string, bool) {
 	return "", false
 }
 
+// ErrNotOurs is wrapped by Install's error when the file it would replace is not a copy of lumina.lua.
+var ErrNotOurs = errors.New("not lumina's script")
+
+// header is the first line of lumina.lua, which every shipped version starts with.
+func header() []byte {
+	h, _, _ := bytes.Cut(Script, []byte("\n"))
+	return h
+}
+
 // Install writes the script into dir (created if missing) as FileName, replacing an older copy whole (a
-// temporary file renamed). It reports whether it wrote anything: an identical copy is left alone.
-func Install(dir string) (path string, changed bool, err error) {
+// temporary file renamed). It reports whether it wrote anything: an identical copy is left alone. An existing
+// FileName that is not an older copy of the script (its first line is not the shipped header), or not a regular
+// file (a symlink), is replaced only with force; otherwise the error wraps ErrNotOurs.
+func Install(dir string, force bool) (path string, changed bool, err error) {
 	path = filepath.Join(dir, FileName)
-	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, Script) {
-		return path, false, nil
-	}
+	st, err := os.Lstat(path)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		if !force {
+			return path, false, fmt.Errorf("%s is a %s, not a copy of lumina.lua: %w; remove it or install with --force to replace it", path, kind(st.Mode()), ErrNotOurs)
+		}
+	case err == nil:
+		cur, err := os.ReadFile(path)
+		if err != nil {
+			return path, false, fmt.Errorf("reading %s: %w", path, err)
+		}
+		if bytes.Equal(cur, Script) {
+			return path, false, nil
+		}
+		if first, _, _ := bytes.Cut(cur, []byte("\n")); !bytes.Equal(first, header()) && !force {
+			return path, false, fmt.Errorf("%s exists and is not a copy of lumina.lua (its first line is not %q): %w; install with --force to replace it", path, header(), ErrNotOurs)
+		}
+	} // another error (the folder is missing or not a folder): MkdirAll below says what
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return path, false, fmt.Errorf("creating the plugins folder: %w", err)
 	}
@@ -93,4 +119,14 @@ func Install(dir string) (path string, changed bool, err error) {
 		return path, false, fmt.Errorf("writing %s: %w", path, err)
 	}
 	return path, true, nil
+}
+
+func kind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsDir():
+		return "directory"
+	}
+	return "special file"
 }

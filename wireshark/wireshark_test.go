@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/analyze"
+	"github.com/lumina-go/lumina/analyze/summary"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
@@ -58,13 +60,13 @@ func tshark(t *testing.T, path string) []map[string]string {
 }
 
 // tsharkHome is tshark with HOME (where Wireshark looks for personal plugins) set to home.
-func tsharkHome(t *testing.T, path, home string) []map[string]string {
+func tsharkHome(t *testing.T, path, home string, extra ...string) []map[string]string {
 	t.Helper()
 	bin, err := exec.LookPath("tshark")
 	if err != nil {
 		t.Fatalf("tshark is not installed (scripts/test.sh installs it: apt-get install tshark): %v", err)
 	}
-	args := []string{"-n", "-X", "lua_script:lumina.lua", "-r", path, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a"}
+	args := append([]string{"-n", "-X", "lua_script:lumina.lua", "-r", path, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a"}, extra...)
 	for _, f := range fields {
 		args = append(args, "-e", f)
 	}
@@ -106,9 +108,16 @@ func boolean(s string) string {
 	return s
 }
 
-// expected is what our own decoders (roce.DecodeMirror, roce.Packet, the testbed's comment) say of a frame, in
-// the dissector's field names; absent fields are "".
-func expected(p *trace.Packet, mirrored bool) map[string]string {
+// Where a capture's metadata comes from, as lumina analyze decides on its first RoCE frame.
+const (
+	metaMirror  = "mirror"
+	metaComment = "comment"
+	metaNone    = "none"
+)
+
+// expected is what our own decoders (roce.DecodeMirror, roce.Packet, trace.ParseComment) say of a frame of a
+// capture whose metadata comes from meta, in the dissector's field names; absent fields are "".
+func expected(p *trace.Packet, meta string) map[string]string {
 	e := map[string]string{}
 	for _, f := range fields {
 		e[f] = ""
@@ -122,17 +131,31 @@ func expected(p *trace.Packet, mirrored bool) map[string]string {
 			e["lumina.rss.original_sport"] = strconv.Itoa(int(pkt.UDPChecksum))
 		}
 	}
-	if m, ok := roce.DecodeMirror(p.Data); ok && mirrored && roceOK && pkt.TTL < 8 {
+	m, mok := roce.DecodeMirror(p.Data)
+	c := trace.ParseComment(p.Comment)
+	if roceOK && c.HasEvent { // a comment naming an event is the frame's metadata, in any capture
+		e["lumina.event"] = c.Event.String()
+		e["lumina.event_code"] = strconv.Itoa(int(c.Event))
+		if c.HasSeq {
+			e["lumina.seq"] = strconv.FormatUint(c.Seq, 10)
+			if mok && m.Seq == c.Seq && m.Event == c.Event {
+				e["lumina.ts_ns"] = strconv.FormatUint(m.TimestampNs, 10)
+			}
+		}
+		e["lumina.source"] = "comment"
+		if c.HasIter {
+			e["lumina.iter"] = strconv.Itoa(c.Iter)
+		}
+		if c.HasQP {
+			e["lumina.qp"] = strconv.Itoa(c.QP)
+		}
+	}
+	if mok && meta == metaMirror && roceOK && !c.HasEvent {
 		e["lumina.event"] = m.Event.String()
 		e["lumina.event_code"] = strconv.Itoa(int(m.Event))
 		e["lumina.seq"] = strconv.FormatUint(m.Seq, 10)
 		e["lumina.ts_ns"] = strconv.FormatUint(m.TimestampNs, 10)
 		e["lumina.source"] = "mirror"
-	}
-	for _, w := range strings.Fields(p.Comment) {
-		if k, v, ok := strings.Cut(w, "="); ok && (k == "iter" || k == "qp") {
-			e["lumina."+k] = v
-		}
 	}
 	if roceOK && pkt.IsCNP() {
 		e["lumina.cnp"] = "1"
@@ -158,7 +181,7 @@ func b01(b bool) string {
 
 // compare runs tshark on path and checks every field of every frame against our decoders. It returns how many
 // frames had each event and how many were CNPs, as tshark saw them.
-func compare(t *testing.T, path string, mirrored bool) (events map[string]int, cnps int) {
+func compare(t *testing.T, path string, meta string) (events map[string]int, cnps int) {
 	t.Helper()
 	rows := tshark(t, path)
 	f, err := trace.Open(path)
@@ -179,7 +202,7 @@ func compare(t *testing.T, path string, mirrored bool) (events map[string]int, c
 		if n >= len(rows) {
 			t.Fatalf("%s: tshark printed %d frames; the file has more", path, len(rows))
 		}
-		want, got := expected(p, mirrored), rows[n]
+		want, got := expected(p, meta), rows[n]
 		for _, fld := range fields {
 			g := got[fld]
 			if fld == "lumina.cnp" || fld == "lumina.cnp.fecn" || fld == "lumina.cnp.becn" {
@@ -220,7 +243,7 @@ func runEvents(t *testing.T) string {
 // timestamp, ITER and connection, and the CNP fields; and the trace holds every kind of value tested.
 func TestDissectorMatchesOurDecoder(t *testing.T) {
 	dir := runEvents(t)
-	events, cnps := compare(t, filepath.Join(dir, resultsdir.FileTrace), true)
+	events, cnps := compare(t, filepath.Join(dir, resultsdir.FileTrace), metaComment)
 	for _, e := range []string{"none", "drop", "ecn", "corrupt"} {
 		if events[e] == 0 {
 			t.Errorf("no %s event decoded in the trace (%v): the comparison is weaker than intended", e, events)
@@ -235,7 +258,7 @@ func TestDissectorMatchesOurDecoder(t *testing.T) {
 	}
 	total := 0
 	for _, d := range dumps {
-		ev, _ := compare(t, d, true)
+		ev, _ := compare(t, d, metaMirror)
 		for _, n := range ev {
 			total += n
 		}
@@ -253,12 +276,12 @@ func TestDissectorPlainAndRewritten(t *testing.T) {
 	rewritten := filepath.Join(t.TempDir(), "rss.pcap")
 	rewrite(t, filepath.Join(dir, resultsdir.FileTrace), plain, false)
 	rewrite(t, filepath.Join(dir, resultsdir.FileTrace), rewritten, true)
-	events, cnps := compare(t, plain, false)
+	events, cnps := compare(t, plain, metaNone)
 	if len(events) != 0 || cnps == 0 {
 		t.Errorf("plain capture: events %v (want none), %d CNPs (want some)", events, cnps)
 	}
 	rows := tshark(t, rewritten)
-	compare(t, rewritten, true)
+	compare(t, rewritten, metaMirror)
 	n := 0
 	for _, r := range rows {
 		if r["lumina.rss.original_sport"] != "" {
@@ -320,7 +343,7 @@ func rewrite(t *testing.T, src, dst string, rss bool) {
 // Install writes the embedded script, changes nothing when run again, and replaces an older copy whole.
 func TestInstallIdempotent(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "plugins")
-	path, changed, err := Install(dir)
+	path, changed, err := Install(dir, false)
 	if err != nil || !changed {
 		t.Fatalf("first install: changed %v, %v", changed, err)
 	}
@@ -332,15 +355,16 @@ func TestInstallIdempotent(t *testing.T) {
 		t.Fatal("the embedded script is not the repository's lumina.lua")
 	}
 	st1, _ := os.Stat(path)
-	if _, changed, err := Install(dir); err != nil || changed {
+	if _, changed, err := Install(dir, false); err != nil || changed {
 		t.Fatalf("second install: changed %v, %v; want nothing done", changed, err)
 	}
 	st2, _ := os.Stat(path)
 	if !st1.ModTime().Equal(st2.ModTime()) {
 		t.Error("the second install rewrote the file")
 	}
-	os.WriteFile(path, []byte("-- old version\n"), 0o644)
-	if _, changed, err := Install(dir); err != nil || !changed {
+	old := append(append([]byte(nil), header()...), "\n-- an older version\n"...)
+	os.WriteFile(path, old, 0o644)
+	if _, changed, err := Install(dir, false); err != nil || !changed {
 		t.Fatalf("install over an old copy: changed %v, %v", changed, err)
 	}
 	if b, _ := os.ReadFile(path); !bytes.Equal(b, Script) {
@@ -349,6 +373,39 @@ func TestInstallIdempotent(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
 		t.Errorf("the plugins folder holds %d entries; want lumina.lua only", len(ents))
+	}
+}
+
+// A lumina.lua that is not a copy of the script (the user's own, a symbolic link) is left alone unless forced.
+func TestInstallKeepsForeignFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	mine := []byte("-- my own lumina dissector\n")
+	os.WriteFile(path, mine, 0o644)
+	if _, changed, err := Install(dir, false); !errors.Is(err, ErrNotOurs) || changed || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("install over a foreign file: changed %v, %v; want ErrNotOurs", changed, err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, mine) {
+		t.Fatal("the foreign file was changed")
+	}
+	if _, changed, err := Install(dir, true); err != nil || !changed {
+		t.Fatalf("--force: changed %v, %v", changed, err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, Script) {
+		t.Fatal("--force did not install the script")
+	}
+
+	target := filepath.Join(t.TempDir(), "elsewhere.lua")
+	os.WriteFile(target, Script, 0o644)
+	link := t.TempDir()
+	if err := os.Symlink(target, filepath.Join(link, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Install(link, false); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("install over a symlink: %v; want ErrNotOurs", err)
+	}
+	if st, _ := os.Lstat(filepath.Join(link, FileName)); st.Mode()&os.ModeSymlink == 0 {
+		t.Error("the symlink was replaced")
 	}
 }
 
@@ -369,7 +426,7 @@ func TestPersonalLuaFolder(t *testing.T) {
 func TestDissectorLoadedTwice(t *testing.T) {
 	dir := runEvents(t)
 	home := t.TempDir()
-	if _, _, err := Install(filepath.Join(home, ".local", "lib", "wireshark", "plugins")); err != nil {
+	if _, _, err := Install(filepath.Join(home, ".local", "lib", "wireshark", "plugins"), false); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, resultsdir.FileTrace)
@@ -497,5 +554,140 @@ func TestDissectorCommentOnly(t *testing.T) {
 	want := []string{"drop|1|17||comment|2|1", "corrupt|3|281474976710000||comment||", "||||||"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("tshark:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// writeFrames writes frames (with comments, when given) into a pcapng.
+func writeFrames(t *testing.T, path string, frames [][]byte, comments []string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := trace.NewPcapngWriter(f, trace.PcapngWriterOptions{Interfaces: []trace.InterfaceSpec{{LinkType: trace.LinkTypeEthernet, SnapLen: 65535}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, fr := range frames {
+		c := ""
+		if i < len(comments) {
+			c = comments[i]
+		}
+		if err := w.WritePacket(0, int64(i)*1000, fr, len(fr), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func roceFrame(t *testing.T, ttl uint8, psn int) []byte {
+	t.Helper()
+	p := roce.Packet{Version: roce.RoCEv2, TTL: ttl, PayloadLen: 32,
+		SrcIP: netip.MustParseAddr("10.0.0.2"), DstIP: netip.MustParseAddr("10.0.0.3")}
+	p.BTH.Opcode, p.BTH.DestQP, p.BTH.PSN = roce.RCWriteOnly, 7, roce.PSN(psn)
+	b, err := p.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Ordinary traffic is not claimed: RoCE sent with TTL 1 from one MAC is not a Lumina dump (lumina analyze's
+// rule: the source MACs of a dump are increasing sequence numbers), and a UDP datagram to the RSS port that
+// carries no plausible BTH (here DNS) is not RoCE. Our analyzer agrees on the TTL-1 capture.
+func TestDissectorPlainTrafficNotClaimed(t *testing.T) {
+	var frames [][]byte
+	for i := 0; i < 4; i++ {
+		frames = append(frames, roceFrame(t, 1, i))
+	}
+	// A DNS query to UDP port 9741 (IPv4, TTL 3): 12-byte header, one question.
+	dns := []byte{0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 3, 'c', 'o', 'm', 0, 0, 1, 0, 1}
+	udp := make([]byte, 8+len(dns))
+	binary.BigEndian.PutUint16(udp[0:], 53000)
+	binary.BigEndian.PutUint16(udp[2:], scenario.DefaultRewriteUDPDstPort)
+	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
+	copy(udp[8:], dns)
+	ip := []byte{0x45, 0, 0, 0, 0, 0, 0, 0, 3, 17, 0, 0, 10, 0, 0, 2, 10, 0, 0, 3}
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)+len(udp)))
+	binary.BigEndian.PutUint16(ip[10:], roce.IPv4Checksum(ip))
+	eth := []byte{2, 0, 0, 0, 0, 3, 2, 0, 0, 0, 0, 2, 0x08, 0x00}
+	frames = append(frames, append(append(eth, ip...), udp...))
+	path := filepath.Join(t.TempDir(), "plain.pcapng")
+	writeFrames(t, path, frames, nil)
+	for _, extra := range [][]string{{"-2"}, nil} {
+		rows := tsharkHome(t, path, t.TempDir(), extra...)
+		if len(rows) != len(frames) {
+			t.Fatalf("%d rows for %d frames", len(rows), len(frames))
+		}
+		for i, r := range rows {
+			if extra == nil && i == 0 {
+				continue // single-pass tshark decides frame 1 on frame 1 alone (documented): -2 above
+			}
+			for _, f := range fields[1:] {
+				if r[f] != "" {
+					t.Errorf("tshark %v frame %d: %s = %q; want nothing claimed", extra, i+1, f, r[f])
+				}
+			}
+		}
+	}
+	an, err := analyze.Analyze(mustOpen(t, path), analyze.Options{IndexBase: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if an.Metadata != "none" || len(an.Retransmissions) != 0 {
+		t.Errorf("lumina analyze: metadata %s, %d retransmissions; want none and none", an.Metadata, len(an.Retransmissions))
+	}
+}
+
+func mustOpen(t *testing.T, path string) trace.Reader {
+	t.Helper()
+	src, err := summary.Open([]string{path}, summary.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	return src
+}
+
+// Comments are read as trace.ParseComment reads them: any of its separators, numeric and event-N events, and
+// event= only as a whole key naming a known event ("myevent=drop", "event=foo" are not claimed).
+func TestDissectorCommentForms(t *testing.T) {
+	comments := []string{"event=1;seq=3,iter=2\tqp=1", "myevent=drop seq=4", "note: event=foo", "event=event-200,seq=5", "seq=6;event=ecn"}
+	var frames [][]byte
+	for i := range comments {
+		frames = append(frames, roceFrame(t, 64, i))
+	}
+	path := filepath.Join(t.TempDir(), "forms.pcapng")
+	writeFrames(t, path, frames, comments)
+	var got []string
+	for _, r := range tsharkHome(t, path, t.TempDir(), "-2") { // the comments reach the script in two passes too
+		got = append(got, fmt.Sprintf("%s|%s|%s|%s|%s|%s", r["lumina.event"], r["lumina.event_code"], r["lumina.seq"], r["lumina.source"], r["lumina.iter"], r["lumina.qp"]))
+	}
+	var want []string
+	for _, c := range comments {
+		a := trace.ParseComment(c)
+		if !a.HasEvent {
+			want = append(want, "|||||")
+			continue
+		}
+		w := fmt.Sprintf("%s|%d|", a.Event, a.Event)
+		if a.HasSeq {
+			w += strconv.FormatUint(a.Seq, 10)
+		}
+		w += "|comment|"
+		if a.HasIter {
+			w += strconv.Itoa(a.Iter)
+		}
+		w += "|"
+		if a.HasQP {
+			w += strconv.Itoa(a.QP)
+		}
+		want = append(want, w)
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || want[0] != "drop|1|3|comment|2|1" || want[3] != "event-200|200|5|comment||" {
+		t.Errorf("tshark:\n%s\ntrace.ParseComment:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

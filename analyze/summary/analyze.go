@@ -69,9 +69,9 @@ type Options struct {
 const mirrorSample = 8
 
 // IsMirrorTagged reports whether the capture at path looks like a Lumina dump: its first packets (up to 8, at
-// least 1) are all Ethernet frames carrying IPv4 whose TTL is a Lumina event code (0..7, where hosts send 64 or
-// more) and whose source MACs, read as 48-bit mirror sequence numbers, strictly increase. Real traffic fails the
-// rule on the TTL or on the MACs (a host sends from one MAC).
+// least 1) are all Ethernet frames carrying IPv4, IPv6 or RoCEv1 whose TTL or hop limit is a Lumina event code
+// (0..7, where hosts send 64 or more) and whose source MACs, read as 48-bit mirror sequence numbers, strictly
+// increase. Real traffic fails the rule on the TTL or on the MACs (a host sends from one MAC).
 func IsMirrorTagged(path string) (bool, error) {
 	tagged, empty, err := mirrorTag(path)
 	return tagged && !empty, err
@@ -145,6 +145,8 @@ type Source struct {
 	// dec is the decoding of the packet Next returned last, decoded whether dec holds one (Decoded).
 	dec     *roce.Packet
 	decoded bool
+	// untagged is set when some file with packets is not Lumina-tagged (IsMirrorTagged).
+	untagged bool
 }
 
 // Open opens the captures at paths and merges them as Analyze does. Read the packets with Next until it
@@ -154,19 +156,19 @@ func Open(paths []string, opts Options) (*Source, error) {
 		return nil, errors.New("analyzing: no capture file given")
 	}
 	order := opts.Order
+	anyTagged, untagged := false, false
+	for _, p := range paths {
+		tagged, empty, err := mirrorTag(p)
+		if err != nil && order == OrderAuto {
+			return nil, fmt.Errorf("analyzing: %w", err)
+		}
+		anyTagged = anyTagged || tagged && !empty
+		untagged = untagged || !tagged && !empty // an unreadable file too: its reader reports the error
+	}
 	if order == OrderAuto {
 		// Lumina dumps when every file with packets is tagged, and some file is or the switch's counters say
 		// packets were mirrored: a dump left empty (its dumper lost everything, or was cut in its first packet)
 		// must not turn a pair of dumps into a time-ordered capture that skips the integrity check.
-		anyTagged, untagged := false, false
-		for _, p := range paths {
-			tagged, empty, err := mirrorTag(p)
-			if err != nil {
-				return nil, fmt.Errorf("analyzing: %w", err)
-			}
-			anyTagged = anyTagged || tagged && !empty
-			untagged = untagged || !tagged && !empty
-		}
 		order = OrderTime
 		if !untagged && (anyTagged || opts.Counters != nil) {
 			order = OrderMirror
@@ -184,7 +186,7 @@ func Open(paths []string, opts Options) (*Source, error) {
 			}
 		}
 	}
-	s := &Source{paths: paths, order: order, counts: UnknownCounts}
+	s := &Source{paths: paths, order: order, counts: UnknownCounts, untagged: untagged}
 	if opts.Counters != nil {
 		s.counts = *opts.Counters
 	}
@@ -222,6 +224,11 @@ func Open(paths []string, opts Options) (*Source, error) {
 	}
 	return s, nil
 }
+
+// MirrorTagged reports whether every capture with packets is Lumina-tagged (IsMirrorTagged), whatever the merge
+// order: the analyzers then may read the TTL as an event (analyze.MirrorTagger); a capture of ordinary traffic
+// sent with a small TTL is not.
+func (s *Source) MirrorTagged() bool { return !s.untagged }
 
 // Order returns the merge order in use (time or mirror-seq; auto resolved).
 func (s *Source) Order() Order { return s.order }

@@ -29,6 +29,9 @@ func TestExportCommand(t *testing.T) {
 		{"results dir", []string{"export", run, "--parquet", filepath.Join(tmp, "a")}, 0, "metadata comment"},
 		{"again into the same output", []string{"export", run, "--parquet", filepath.Join(tmp, "a")}, 0, "retransmissions"},
 		{"real capture", []string{"export", filepath.Join(realDir, "oferby-proxy_roce.pcap"), "--parquet", filepath.Join(tmp, "b")}, 0, "metadata none"},
+		{"one dump of two", []string{"export", filepath.Join(run, resultsdir.DirDump, "dumper-0.pcap"), "--parquet", filepath.Join(tmp, "f")}, 3, "INVALID TRACE"},
+		{"both dumps", []string{"export", filepath.Join(run, resultsdir.DirDump, "dumper-0.pcap"), filepath.Join(run, resultsdir.DirDump, "dumper-1.pcap"), "--parquet", filepath.Join(tmp, "g")}, 0, "metadata mirror"},
+		{"over a user's directory", []string{"export", run, "--parquet", run}, 2, "neither empty nor an earlier export"},
 		{"no --parquet", []string{"export", run}, 2, "--parquet OUT is required"},
 		{"not a capture", []string{"export", good, "--parquet", filepath.Join(tmp, "c")}, 2, "ok.yaml"},
 		{"missing input", []string{"export", "/nonexistent.pcap", "--parquet", filepath.Join(tmp, "d")}, 2, "nonexistent.pcap"},
@@ -49,7 +52,7 @@ func TestExportCommand(t *testing.T) {
 			}
 		})
 	}
-	for _, out := range []string{"a", "b"} {
+	for _, out := range []string{"a", "b", "g"} {
 		for _, f := range export.Files {
 			if st, err := os.Stat(filepath.Join(tmp, out, f)); err != nil || st.Size() == 0 {
 				t.Errorf("%s/%s: %v", out, f, err)
@@ -61,7 +64,7 @@ func TestExportCommand(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if strings.Join(names, " ") != "a b" {
+	if strings.Join(names, " ") != "a b g" {
 		t.Errorf("the output folder holds %v; want the two exports only (no failed or temporary output)", names)
 	}
 
@@ -91,6 +94,17 @@ func TestWiresharkInstallCommand(t *testing.T) {
 	}
 	if code, stdout, _ := lumina(t, "wireshark", "script"); code != 0 || stdout != string(wireshark.Script) {
 		t.Errorf("wireshark script: exit %d, %d bytes", code, len(stdout))
+	}
+	foreign := t.TempDir()
+	os.WriteFile(filepath.Join(foreign, wireshark.FileName), []byte("-- mine\n"), 0o644)
+	if code, _, stderr := lumina(t, "wireshark", "install", "--dir", foreign); code != 2 || !strings.Contains(stderr, "--force") {
+		t.Errorf("install over a foreign lumina.lua: exit %d, %q; want 2", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(foreign, wireshark.FileName)); string(b) != "-- mine\n" {
+		t.Error("the foreign lumina.lua was changed")
+	}
+	if code, stdout, _ := lumina(t, "wireshark", "install", "--dir", foreign, "--force"); code != 0 || !strings.HasPrefix(stdout, "installed ") {
+		t.Errorf("install --force: exit %d, %q", code, stdout)
 	}
 	blocker := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(blocker, nil, 0o644)

@@ -81,7 +81,7 @@ or the results directory is incomplete), 130 lumina run stopped by Ctrl-C or SIG
 	root.AddCommand(newRunCmd(stdout, stderr), newAnalyzeCmd(stdout, stderr), newProfilesCmd(stdout),
 		newSwitchCmd(stdout, stderr), newDumpCmd(stdout, stderr), newSearchCmd(stdout, stderr),
 		newAgentCmd(os.Stdin, stdout, stderr), newHistoryCmd(stdout), newDiffCmd(stdout))
-	root.AddCommand(newExportCmd(stdout), newWiresharkCmd(stdout))
+	root.AddCommand(newExportCmd(stdout, stderr), newWiresharkCmd(stdout))
 	root.AddCommand(newReportCmd(stdout, stderr))
 	root.AddCommand(newCampaignCmd(stdout, stderr), newWorkerCmd(stdout, stderr))
 	return root

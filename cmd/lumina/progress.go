@@ -98,6 +98,15 @@ func (c *countingReader) Decoded() (*roce.Packet, bool) {
 	return nil, false
 }
 
+// MirrorTagged passes on what the source knows of its captures (analyze.MirrorTagger); true when it does not
+// know, which leaves the decision to the first RoCE packet as before.
+func (c *countingReader) MirrorTagged() bool {
+	if t, ok := c.src.(analyze.MirrorTagger); ok {
+		return t.MirrorTagged()
+	}
+	return true
+}
+
 func (c *countingReader) Next() (*trace.Packet, error) {
 	p, err := c.src.Next()
 	if err == nil {

@@ -24,15 +24,19 @@ undecoded (lumina.cnp, lumina.cnp.fecn, lumina.cnp.becn, lumina.cnp.reserved, lu
 	var (
 		dir       string
 		printPath bool
+		force     bool
 	)
 	install := &cobra.Command{
 		Use:   "install",
 		Short: "Install lumina.lua into Wireshark's personal Lua plugins folder",
 		Long: `install writes lumina.lua into Wireshark's personal Lua plugins folder (as 'tshark -G folders' names it, else
-~/.local/lib/wireshark/plugins), replacing an older copy; running it again changes nothing. Restart Wireshark,
-or press Ctrl+Shift+L, to load it. --print-path only prints where it would go.
+~/.local/lib/wireshark/plugins), replacing an older copy (a file whose first line is the script's header);
+running it again changes nothing. A lumina.lua there that is not a copy of the script (another first line, a
+symbolic link) is left alone unless --force. Restart Wireshark, or press Ctrl+Shift+L, to load it.
+--print-path only prints where it would go.
 
-Exit status: 0 installed or already current, 2 the folder cannot be found or written.`,
+Exit status: 0 installed or already current, 2 the folder cannot be found or written, or it holds a
+lumina.lua that is not ours (without --force).`,
 		Example: `  lumina wireshark install
   lumina wireshark install --print-path
   tshark -r results/listing2/trace.pcapng -Y 'lumina.event == "drop"' -T fields -e lumina.seq -e lumina.iter`,
@@ -49,7 +53,7 @@ Exit status: 0 installed or already current, 2 the folder cannot be found or wri
 				fmt.Fprintln(stdout, filepath.Join(dir, wireshark.FileName))
 				return nil
 			}
-			path, changed, err := wireshark.Install(dir)
+			path, changed, err := wireshark.Install(dir, force)
 			if err != nil {
 				return fail(exitBadArgs, err)
 			}
@@ -62,6 +66,7 @@ Exit status: 0 installed or already current, 2 the folder cannot be found or wri
 		},
 	}
 	install.Flags().StringVar(&dir, "dir", "", "the plugins folder (default: Wireshark's personal Lua plugins folder)")
+	install.Flags().BoolVar(&force, "force", false, "replace a lumina.lua that is not a copy of the script (or a symbolic link)")
 	install.Flags().BoolVar(&printPath, "print-path", false, "print the path the script is installed at, and do nothing")
 	script := &cobra.Command{
 		Use:   "script",
