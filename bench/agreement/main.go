@@ -21,7 +21,7 @@ import (
 )
 
 func main() {
-	profiles := flag.String("profiles", "cx6vpi-200g,collie-f,p2100g", "comma-separated profiles")
+	profiles := flag.String("profiles", "cx6vpi-200g,collie-f,p2100g", "comma-separated profiles (NAME=FILE.yaml: a profile file judged against NAME's anomalies)")
 	n := flag.Int("n", 1000, "random points per profile")
 	seed := flag.Uint64("seed", 1, "sample seed")
 	verbose := flag.Bool("v", false, "list the points where the profile and the published conditions disagree")
@@ -37,12 +37,17 @@ func run(profiles []string, n int, seed uint64, verbose bool) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range profiles {
+	for _, arg := range profiles {
+		// NAME, or NAME=FILE.yaml to evaluate a profile file (a narrowing being tried) against NAME's anomalies.
+		name, file, ok := strings.Cut(arg, "=")
+		if !ok {
+			file = name
+		}
 		p, err := cat.Profile(name)
 		if err != nil {
 			return err
 		}
-		ev, err := search.EvaluatorFor(name)
+		ev, err := search.EvaluatorFor(file)
 		if err != nil {
 			return err
 		}
