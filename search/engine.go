@@ -61,6 +61,10 @@ type Config struct {
 	MFSSpace *Space    `json:"mfs_space,omitempty"`
 	Monitor  Monitor   `json:"monitor"`
 	Warmup   int       `json:"warmup"` // random points measured first, to rank the objectives (Collie: 10)
+	// Signals is what the search drives: all counters (SignalsAll, also ""), or SignalsPerformance, the counters
+	// every NIC has (throughput, bytes and packets, pause duration) without the vendor's diagnostic counters
+	// (Collie's figure 5: Perf against Diag).
+	Signals string `json:"signals,omitempty"`
 	SA       SAConfig  `json:"sa"`
 	GA       GAConfig  `json:"ga"`
 	Batch    int       `json:"batch"` // proposals evaluated in parallel per round; fixed so output does not depend on cores
@@ -95,6 +99,9 @@ func (c *Config) Check() error {
 	}
 	if c.Budget < 1 {
 		return fmt.Errorf("budget %d: expected at least 1 evaluation", c.Budget)
+	}
+	if c.Signals != "" && c.Signals != SignalsAll && c.Signals != SignalsPerformance {
+		return fmt.Errorf("signals %q: expected %s or %s", c.Signals, SignalsAll, SignalsPerformance)
 	}
 	if c.Batch < 1 || c.Warmup < 1 {
 		return fmt.Errorf("batch %d and warmup %d must be at least 1", c.Batch, c.Warmup)
@@ -273,6 +280,9 @@ func (e *engine) run() error {
 		return err
 	}
 	e.objs, e.refs = rankObjectives(ms[:ok])
+	if e.cfg.Signals == SignalsPerformance {
+		e.objs = performanceOnly(e.objs)
+	}
 	type start struct {
 		w Workload
 		m Metrics
