@@ -40,6 +40,7 @@ var allowed = map[string][]string{
 	"analyze/summary": {"roce", "trace"},
 	"micro":           {"roce", "rnic", "scenario", "internal/des"},
 	"search":          {"roce", "rnic", "scenario", "micro", "version"},
+	"search/collie":   {"scenario"},
 	"verdict":         {"roce", "rnic", "scenario", "trace", "analyze", "analyze/summary", "resultsdir", "version"},
 	"refdir":          {"roce", "scenario", "trace", "analyze", "verdict", "resultsdir", "version"},
 	"report":          {"analyze", "analyze/summary", "verdict", "resultsdir", "refdir", "trace"},

@@ -118,7 +118,13 @@ type WorkloadResult struct {
 	// lowest of the NIC's packet rate, its per-QP message rate times the QPs per direction, and the line rate
 	// in packets of the workload's mean wire size).
 	LimitGbps, LimitMpps float64
-	Events               uint64
+	// WindowGbps and WindowMpps bound what the workload itself can carry: its outstanding work requests
+	// (QPs x queue depth, READs capped at the QP's read limit) over one unloaded round trip of a message through
+	// the model's fixed latencies (WindowRTTNs). A workload that keeps too little in flight to fill the link is
+	// slow by design, not because of the NIC.
+	WindowGbps, WindowMpps float64
+	WindowRTTNs            float64
+	Events                 uint64
 }
 
 // MicroStats are one NIC's counters over the window. Bytes count whole wire frames (with preamble and

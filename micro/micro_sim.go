@@ -1441,5 +1441,27 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 			r.LimitMpps = min(r.LimitMpps, q*float64(s.w.NumQPs))
 		}
 	}
+	r.WindowRTTNs = s.unloadedRTTNs(gbps, bytes/float64(len(s.w.MsgSizes)))
+	inflight := float64(s.w.NumQPs * s.w.WQDepth)
+	if s.w.Opcode == "read" {
+		inflight = float64(s.w.NumQPs * min(s.w.WQDepth, mMaxRdAtom))
+	}
+	r.WindowGbps = inflight * bytes / float64(len(s.w.MsgSizes)) * 8 / r.WindowRTTNs
+	r.WindowMpps = inflight * pkts / float64(len(s.w.MsgSizes)) * 1e3 / r.WindowRTTNs
 	return r
+}
+
+// unloadedRTTNs is the time from posting a message of msgWire bytes on the wire to its completion with nothing
+// else in the NIC: doorbell, WQE read, unit work, payload read, serialization, switch and cables, receive
+// processing and the payload write; an RC message (and a READ) also waits for its ACK (or response) to come
+// back. UC and UD complete when the last frame left.
+func (s *msim) unloadedRTTNs(gbps, msgWire float64) float64 {
+	m := s.hosts[0].m
+	wire := float64(2*s.propPs+s.swLatPs) / psPerNs
+	t := float64(m.Tx.DoorbellNs+m.PCIe.ReadLatencyNs+m.Tx.WQENs+int64(s.w.SGE)*m.Tx.SGENs+m.PCIe.ReadLatencyNs) +
+		msgWire*8/gbps
+	if s.w.QPType != "rc" {
+		return t
+	}
+	return t + 2*wire + float64(m.Rx.WriteNs+m.PCIe.WriteLatencyNs+m.Rx.AckGenNs+m.Rx.AckNs)
 }

@@ -79,7 +79,7 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#3 with MTU 4096", 3, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
 		{"#7 with 64 QPs", 7, func(w *scenario.Workload) { w.NumQPs = 64 }, nil},
 		{"#8 with one MR", 8, func(w *scenario.Workload) { w.NumMRs = 1 }, nil},
-		{"#9 with relaxed ordering (the profile's setting)", 9, nil, nil},
+		{"#9 with relaxed ordering (cx6vpi-200g's setting)", 9, nil, func(p *rnic.Profile) { p.Micro.PCIe.RelaxedOrdering = true }},
 		{"#11 with local memory", 11, func(w *scenario.Workload) { w.Memory = MemLocal }, nil},
 		{"#12 with local memory", 12, func(w *scenario.Workload) { w.Memory = MemLocal }, nil},
 		{"#10 with 32 QPs", 10, func(w *scenario.Workload) { w.NumQPs = 32 }, nil},

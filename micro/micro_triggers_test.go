@@ -1,10 +1,12 @@
 package micro
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/search/collie"
 )
 
 // trigger is one of Collie's concrete anomaly triggers (seeds/003 appendix A) and the symptom it must show.
@@ -16,9 +18,6 @@ type trigger struct {
 	mod     func(*rnic.Profile) // a host setting that is part of the trigger
 }
 
-// noRelaxedOrdering is #9's host setting: the NIC not configured for PCIe relaxed ordering.
-func noRelaxedOrdering(p *rnic.Profile) { p.Micro.PCIe.RelaxedOrdering = false }
-
 func wl(qp, op string, qps, mtu, batch, sge, depth, mrs, mrSize int, sizes []int, dir, mem string) scenario.Workload {
 	return scenario.Workload{QPType: qp, Opcode: op, NumQPs: qps, MTU: mtu, WQEBatch: batch, SGE: sge, WQDepth: depth,
 		NumMRs: mrs, MRSize: mrSize, MsgSizes: sizes, Direction: dir, Memory: mem}
@@ -29,27 +28,29 @@ const (
 	mb = 1 << 20
 )
 
-// collieTriggers are appendix A's "simplified concrete trigger settings", one per anomaly.
-var collieTriggers = []trigger{
-	{1, "cx6vpi-200g", "pause", wl("ud", "send", 1, 2048, 64, 1, 256, 1, 64*kb, []int{2048}, DirUni, MemLocal), nil},
-	{2, "cx6vpi-200g", "low", wl("ud", "send", 16, 1024, 4, 1, 1024, 1, 64*kb, []int{1024}, DirUni, MemLocal), nil},
-	{3, "cx6vpi-200g", "pause", wl("rc", "read", 8, 1024, 1, 1, 128, 1, 4*mb, []int{4 * mb}, DirUni, MemLocal), nil},
-	{4, "cx6vpi-200g", "pause", wl("rc", "read", 80, 4096, 128, 4, 128, 1, 64*kb, []int{128}, DirBi, MemLocal), nil},
-	{5, "cx6vpi-200g", "pause", wl("rc", "send", 1, 1024, 64, 2, 1024, 1, 64*kb, []int{2048}, DirUni, MemLocal), nil},
-	{6, "cx6vpi-200g", "low", wl("rc", "send", 32, 1024, 8, 2, 1024, 1, 64*kb, []int{1024}, DirUni, MemLocal), nil},
-	{7, "cx6vpi-200g", "low", wl("rc", "write", 480, 1024, 1, 1, 16, 1, 64*kb, []int{512}, DirUni, MemLocal), nil},
-	{8, "cx6vpi-200g", "low", wl("rc", "write", 24, 1024, 1, 1, 128, 1024, 64*kb, []int{512}, DirUni, MemLocal), nil},
-	{9, "cx6vpi-200g", "pause", wl("rc", "write", 8, 4096, 8, 3, 128, 1, 4*mb, []int{128, 64 * kb, kb}, DirBi, MemLocal), noRelaxedOrdering},
-	{10, "cx6vpi-200g", "pause", wl("rc", "write", 320, 1024, 64, 1, 128, 1, 64*kb, []int{64 * kb, 128, 128, 128}, DirBi, MemLocal), nil},
-	{11, "cx6vpi-200g", "pause", wl("rc", "write", 1, 4096, 16, 1, 128, 32, 4*mb, []int{256 * kb}, DirBi, MemRemoteNUMA), nil},
-	{12, "cx6vpi-200g", "pause", wl("rc", "write", 8, 4096, 8, 3, 128, 1, 4*mb, []int{128, 64 * kb, kb}, DirBi, MemGPUSameSwitch), nil},
-	{13, "cx6vpi-200g", "pause", wl("rc", "write", 8, 4096, 16, 1, 128, 32, 4*mb, []int{256 * kb}, DirLoopback, MemLocal), nil},
-	{14, "p2100g", "low", wl("rc", "write", 1024, 4096, 1, 4, 128, 81, 256*kb, []int{256 * kb}, DirBi, MemLocal), nil},
-	{15, "p2100g", "pause", wl("ud", "send", 32, 2048, 1, 1, 64, 1, 4*kb, []int{256, kb, 64, kb}, DirUni, MemLocal), nil},
-	{16, "p2100g", "pause", wl("rc", "read", 500, 1024, 8, 1, 128, 1, 256*kb, []int{64 * kb}, DirUni, MemLocal), nil},
-	{17, "p2100g", "pause", wl("rc", "send", 80, 1024, 1, 1, 128, 1, mb, []int{kb}, DirUni, MemLocal), nil},
-	{18, "p2100g", "pause", wl("rc", "write", 16, 1024, 16, 1, 64, 1, 12*kb, []int{64 * kb}, DirBi, MemLocal), nil},
-}
+// collieTriggers are appendix A's "simplified concrete trigger settings", one per anomaly, read from the
+// published catalog (search/collie/anomalies.yaml) with each anomaly's symptom; each runs on the first profile
+// the catalog says must hold it (#9, which needs relaxed ordering off, on collie-f).
+var collieTriggers = func() []trigger {
+	cat, err := collie.Load()
+	if err != nil {
+		panic(err) // the catalog's own tests report the error; nothing here can run without it
+	}
+	var out []trigger
+	for _, a := range cat.Anomalies {
+		tr := trigger{id: a.ID, w: a.Trigger, symptom: "pause"}
+		if a.Symptom == collie.LowThroughput {
+			tr.symptom = "low"
+		}
+		for _, p := range cat.Profiles {
+			if tr.profile == "" && slices.Contains(p.Anomalies, a.ID) {
+				tr.profile = p.Name
+			}
+		}
+		out = append(out, tr)
+	}
+	return out
+}()
 
 func runMicro(t testing.TB, profile string, w scenario.Workload, mod func(*rnic.Profile)) *WorkloadResult {
 	t.Helper()

@@ -118,7 +118,7 @@ func TestCountersVendorNamesAndBugs(t *testing.T) {
 
 func TestProfilesLoadAndValidate(t *testing.T) {
 	names := ProfileNames()
-	want := []string{"cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g", "rxe"}
+	want := []string{"collie-f", "cx4lx", "cx5", "cx6dx", "cx6vpi-200g", "e810", "ideal", "irn", "p2100g", "rxe"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("ProfileNames = %v, want %v", names, want)
 	}

@@ -73,7 +73,7 @@ func TestErrorMessages(t *testing.T) {
 		{"empty file", "", []string{"x.yaml:1:1: the file is empty; expected a scenario mapping (testbed, requester, responder, traffic, ...)"}},
 		{"not a mapping", "- 1\n", []string{"x.yaml:1:1: a list is not a mapping; expected a scenario mapping (testbed, requester, responder, traffic, ...)"}},
 		{"nic type and ip", "requester:\n  nic:\n    type: cx7\n    ip-list: [10.0.0.300/24]\n", []string{
-			`x.yaml:3:11: requester.nic.type: "cx7" is not a known NIC profile; expected a profile name (CX4, CX5, CX6, E810, cx4lx, cx5, cx6dx, cx6vpi-200g, e810, ideal, irn, p2100g, rxe) or a profile file ending .yaml or .yml`,
+			`x.yaml:3:11: requester.nic.type: "cx7" is not a known NIC profile; expected a profile name (CX4, CX5, CX6, E810, collie-f, cx4lx, cx5, cx6dx, cx6vpi-200g, e810, ideal, irn, p2100g, rxe) or a profile file ending .yaml or .yml`,
 			`x.yaml:4:15: requester.nic.ip-list[0]: "10.0.0.300/24" is not an IPv4 prefix; expected an IPv4 address with prefix length such as 10.0.0.2/24`}},
 		{"barrier needs tx-depth 1", "traffic:\n  barrier-sync: true\n  tx-depth: 4\n", []string{
 			"x.yaml:2:17: traffic.barrier-sync: barrier-sync needs tx-depth 1 (it is 4); expected tx-depth: 1 or barrier-sync: false"}},

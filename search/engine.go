@@ -58,14 +58,18 @@ type Config struct {
 	Space Space `json:"space"`
 	// MFSSpace is the space the MFS algorithm probes (nil: Space). A restricted search samples a narrowed
 	// Space but reports its anomalies' conditions over the whole space.
-	MFSSpace *Space    `json:"mfs_space,omitempty"`
-	Monitor  Monitor   `json:"monitor"`
-	Warmup   int       `json:"warmup"` // random points measured first, to rank the objectives (Collie: 10)
-	SA       SAConfig  `json:"sa"`
-	GA       GAConfig  `json:"ga"`
-	Batch    int       `json:"batch"` // proposals evaluated in parallel per round; fixed so output does not depend on cores
-	Workers  int       `json:"-"`     // concurrent evaluations; 0 = GOMAXPROCS
-	Known    []Anomaly `json:"-"`     // anomalies known beforehand: their MFS are skipped
+	MFSSpace *Space  `json:"mfs_space,omitempty"`
+	Monitor  Monitor `json:"monitor"`
+	Warmup   int     `json:"warmup"` // random points measured first, to rank the objectives (Collie: 10)
+	// Signals is what the search drives: all counters (SignalsAll, also ""), or SignalsPerformance, the counters
+	// every NIC has (throughput, bytes and packets, pause duration) without the vendor's diagnostic counters
+	// (Collie's figure 5: Perf against Diag).
+	Signals string    `json:"signals,omitempty"`
+	SA      SAConfig  `json:"sa"`
+	GA      GAConfig  `json:"ga"`
+	Batch   int       `json:"batch"` // proposals evaluated in parallel per round; fixed so output does not depend on cores
+	Workers int       `json:"-"`     // concurrent evaluations; 0 = GOMAXPROCS
+	Known   []Anomaly `json:"-"`     // anomalies known beforehand: their MFS are skipped
 	// Log receives one record per evaluation, in order (search.jsonl).
 	Log func(Record) error `json:"-"`
 	// Replay holds the records of an earlier run of the same configuration: the search re-derives its state
@@ -95,6 +99,9 @@ func (c *Config) Check() error {
 	}
 	if c.Budget < 1 {
 		return fmt.Errorf("budget %d: expected at least 1 evaluation", c.Budget)
+	}
+	if c.Signals != "" && c.Signals != SignalsAll && c.Signals != SignalsPerformance {
+		return fmt.Errorf("signals %q: expected %s or %s", c.Signals, SignalsAll, SignalsPerformance)
 	}
 	if c.Batch < 1 || c.Warmup < 1 {
 		return fmt.Errorf("batch %d and warmup %d must be at least 1", c.Batch, c.Warmup)
@@ -273,6 +280,9 @@ func (e *engine) run() error {
 		return err
 	}
 	e.objs, e.refs = rankObjectives(ms[:ok])
+	if e.cfg.Signals == SignalsPerformance {
+		e.objs = performanceOnly(e.objs)
+	}
 	type start struct {
 		w Workload
 		m Metrics

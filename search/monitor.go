@@ -137,6 +137,28 @@ func rankObjectives(sample []Metrics) ([]Objective, map[string]float64) {
 	return ranked, refs
 }
 
+// What a search drives (Config.Signals).
+const (
+	SignalsAll         = "all"
+	SignalsPerformance = "performance"
+)
+
+// performanceOnly keeps the objectives every NIC reports (Collie's performance counters: bits and packets per
+// second, and the pause duration the monitor itself reads) and drops the diagnostic ones (cache misses, PCIe
+// back-pressure, buffer occupancy, ...), keeping their order. Throughput stays if nothing else is left.
+func performanceOnly(objs []Objective) []Objective {
+	var out []Objective
+	for _, o := range objs {
+		if o.Name == objThroughput || o.Name == objPause || isPerformanceCounter(o.Name) || strings.Contains(o.Name, "pause_duration") {
+			out = append(out, o)
+		}
+	}
+	if len(out) == 0 {
+		out = []Objective{{Name: objThroughput}}
+	}
+	return out
+}
+
 // tiny keeps relative changes finite when a counter is zero.
 const tiny = 1e-12
 

@@ -719,3 +719,38 @@ func TestEvaluatorFor(t *testing.T) {
 		t.Errorf("Profiles() = %v", p)
 	}
 }
+
+// TestPerformanceSignals: with signals "performance" the search drives only the counters every NIC has, and
+// an unknown signals value is refused.
+func TestPerformanceSignals(t *testing.T) {
+	objs := performanceOnly([]Objective{{Name: "rx_wqe_cache_miss", Diagnostic: true}, {Name: objPause, Diagnostic: true},
+		{Name: "tx_vport_rdma_unicast_bytes"}, {Name: "tx_prio3_pause_duration", Diagnostic: true}, {Name: "mtt_cache_miss", Diagnostic: true}})
+	var names []string
+	for _, o := range objs {
+		names = append(names, o.Name)
+	}
+	if strings.Join(names, ",") != objPause+",tx_vport_rdma_unicast_bytes,tx_prio3_pause_duration" {
+		t.Errorf("performance objectives %v", names)
+	}
+	if got := performanceOnly([]Objective{{Name: "qpc_cache_miss", Diagnostic: true}}); len(got) != 1 || got[0].Name != objThroughput {
+		t.Errorf("only diagnostic counters: %v, want throughput alone", got)
+	}
+	cfg := DefaultConfig()
+	cfg.Signals = "diag"
+	if err := cfg.Check(); err == nil || !strings.Contains(err.Error(), `signals "diag"`) {
+		t.Errorf("signals diag: %v", err)
+	}
+	cfg.Signals, cfg.Budget, cfg.Algo = SignalsPerformance, 60, AlgoSA
+	res, err := Search(context.Background(), SyntheticF(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Objectives {
+		if !(o.Name == objThroughput || o.Name == objPause || isPerformanceCounter(o.Name) || strings.Contains(o.Name, "pause_duration")) {
+			t.Errorf("a performance-only search drives %s", o.Name)
+		}
+	}
+	if len(res.Objectives) == 0 {
+		t.Error("no objectives")
+	}
+}

@@ -746,7 +746,7 @@ func TestFlowAccountAddsUp(t *testing.T) {
 func TestProfilesSaySearchable(t *testing.T) {
 	code, stdout, _ := lumina(t, "profiles")
 	if code != 0 || !strings.Contains(stdout, "SEARCH") ||
-		!strings.Contains(stdout, "lumina search --profile takes cx6vpi-200g or p2100g (profiles with a micro-architecture model)") {
+		!strings.Contains(stdout, "lumina search --profile takes collie-f or cx6vpi-200g or p2100g (profiles with a micro-architecture model)") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
 	for _, line := range strings.Split(stdout, "\n")[1:] {

@@ -1,0 +1,104 @@
+// Command agreement measures how well a simulated profile's anomaly regions match Collie's published
+// conditions (search/collie/anomalies.yaml): over a fixed, seeded sample of random points of the default search
+// space it evaluates each point on the profile, asks the search's monitor whether it is anomalous, and asks
+// whether some published condition of the profile's anomalies holds there.
+//
+//	go run ./bench/agreement                          # cx6vpi-200g, collie-f and p2100g, 1,000 points each
+//	go run ./bench/agreement -profiles p2100g -n 200 -v
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lumina-go/lumina/search"
+	"github.com/lumina-go/lumina/search/collie"
+)
+
+func main() {
+	profiles := flag.String("profiles", "cx6vpi-200g,collie-f,p2100g", "comma-separated profiles (NAME=FILE.yaml: a profile file judged against NAME's anomalies)")
+	n := flag.Int("n", 1000, "random points per profile")
+	seed := flag.Uint64("seed", 1, "sample seed")
+	verbose := flag.Bool("v", false, "list the points where the profile and the published conditions disagree")
+	flag.Parse()
+	if err := run(strings.Split(*profiles, ","), *n, *seed, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "agreement:", err)
+		os.Exit(2)
+	}
+}
+
+func run(profiles []string, n int, seed uint64, verbose bool) error {
+	cat, err := collie.Load()
+	if err != nil {
+		return err
+	}
+	for _, arg := range profiles {
+		// NAME, or NAME=FILE.yaml to evaluate a profile file (a narrowing being tried) against NAME's anomalies.
+		name, file, ok := strings.Cut(arg, "=")
+		if !ok {
+			file = name
+		}
+		p, err := cat.Profile(name)
+		if err != nil {
+			return err
+		}
+		ev, err := search.EvaluatorFor(file)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		r, err := search.Agreement(context.Background(), ev, search.DefaultSpace(), search.DefaultMonitor(), n, seed, 0,
+			func(w search.Workload) []int { return p.Predict(cat, w.Workload) })
+		if err != nil {
+			return err
+		}
+		el := time.Since(start)
+		fmt.Printf("%s: %d points (seed %d): agreement %.1f%%, anomalous %.1f%%, predicted %.1f%% "+
+			"(both %d, anomalous only %d, predicted only %d, neither %d); %.0f evaluations/s\n",
+			name, n, seed, 100*r.Agreement(), 100*r.AnomalousShare(), 100*r.PredictedShare(),
+			r.Both, r.Extra, r.Missed, r.Neither, float64(n)/el.Seconds())
+		perID := map[int][2]int{}
+		for _, pt := range r.Points {
+			for _, id := range pt.Predicted {
+				c := perID[id]
+				c[0]++
+				if pt.Symptom != search.None {
+					c[1]++
+				}
+				perID[id] = c
+			}
+		}
+		var ids []int
+		for id := range perID {
+			ids = append(ids, id)
+		}
+		sort.Ints(ids)
+		fmt.Print("  per anomaly (points predicted / of them anomalous):")
+		for _, id := range ids {
+			fmt.Printf(" #%d %d/%d", id, perID[id][0], perID[id][1])
+		}
+		fmt.Println()
+		if verbose {
+			for _, pt := range r.Points {
+				if !pt.Agree() {
+					m := pt.Metrics
+					fmt.Printf("  %-14s predicted %v: %s | pause %.4f tx %.1f rx %.1f Gb/s %.1f/%.1f Mpps limits %.1f Gb/s %.1f Mpps\n",
+						orNormal(pt.Symptom), pt.Predicted, pt.Workload.String(), m.PauseRatio, m.TxGbps, m.RxGbps, m.TxMpps, m.RxMpps, m.LimitGbps, m.LimitMpps)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func orNormal(s search.Symptom) string {
+	if s == search.None {
+		return "normal"
+	}
+	return string(s)
+}
