@@ -351,7 +351,7 @@ func synthetic(n, conns int) *Page {
 				ev = 1
 				counts[numKinds]++
 			}
-			b.add(float64(i), uint32(i), KindData, ev, 10, uint32(i), i)
+			b.add(float64(i), int32(i), KindData, ev, 10, uint32(i), i)
 			counts[KindData]++
 		}
 		tv.Conns = append(tv.Conns, ConnTrace{QP: q, Verb: "write", Label: fmt.Sprintf("QP %d", q), Counts: counts, Packets: b.columns()})

@@ -322,3 +322,41 @@ func TestCNPTimelineMatchesAnalyzer(t *testing.T) {
 		}
 	}
 }
+
+func i32col(t *testing.T, s string) []int32 {
+	v := u32col(t, s)
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+// Two connections on one QP pair (each side a requester of its own): each keeps its own packets, attributed
+// by opcode as the analyzers do (requests to the one whose responder is the destination, ACKs, READ responses
+// and CNPs to the one whose requester is), and PSN offsets stay small (from the right initial PSN).
+func TestSharedQPPairAttribution(t *testing.T) {
+	r := load(t, "../testdata/real-captures/oferby-proxy_roce.pcap").Runs[0]
+	if len(r.Trace.Conns) != 2 {
+		t.Fatalf("%d connections, want 2", len(r.Trace.Conns))
+	}
+	// The capture: .4 sends 1 message (1 packet, 1 ACK); .6 sends 67 packets, ACKed 36 times.
+	q1, q2 := r.Trace.Conns[0].Counts, r.Trace.Conns[1].Counts
+	if q1[KindData] != 1 || q1[KindACK] != 1 || q2[KindData] != 67 || q2[KindACK] != 36 {
+		t.Errorf("QP1 %v, QP2 %v; want 1 data 1 ACK, 67 data 36 ACKs", q1, q2)
+	}
+	for _, f := range []string{"oferby-proxy_roce.pcap", "magnate3_cx_nvmeof_rdma_discover.pcap", "magnate3_cx_rocev2_send_multiqp.pcap"} {
+		r := load(t, filepath.Join("..", "testdata", "real-captures", f)).Runs[0]
+		for _, c := range r.Trace.Conns {
+			if c.Counts[KindRetx] != 0 {
+				t.Errorf("%s QP %d: %d retransmitted, the capture has none", f, c.QP, c.Counts[KindRetx])
+			}
+			for _, y := range i32col(t, c.Packets.Y) {
+				if y < -1000 || y > 1000 {
+					t.Errorf("%s QP %d: PSN offset %d; the capture's connections span a few hundred PSNs", f, c.QP, y)
+					break
+				}
+			}
+		}
+	}
+}

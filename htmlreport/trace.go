@@ -33,7 +33,8 @@ type Columns struct {
 	N int `json:"n"`
 	// T is the time in µs since the trace's first packet (float64).
 	T string `json:"t"`
-	// Y is the plotted value (uint32): the PSN offset from the connection's initial PSN, or the QP number.
+	// Y is the plotted value (int32): the PSN offset from the connection's initial PSN (the signed 24-bit
+	// difference), or the QP number.
 	Y string `json:"y"`
 	// Kind is the series (uint8): a Kind* value, or for the CNP timeline 0 CE mark, 1 CNP.
 	Kind string `json:"kind"`
@@ -50,13 +51,14 @@ type Columns struct {
 // colBuilder accumulates one Columns.
 type colBuilder struct {
 	t        []float64
-	y, psn   []uint32
+	y        []int32
+	psn      []uint32
 	kind, ev []uint8
 	op       []uint8
 	pkt      []uint32
 }
 
-func (b *colBuilder) add(t float64, y uint32, kind, ev, op uint8, psn uint32, pkt int) {
+func (b *colBuilder) add(t float64, y int32, kind, ev, op uint8, psn uint32, pkt int) {
 	b.t = append(b.t, t)
 	b.y = append(b.y, y)
 	b.kind = append(b.kind, kind)
@@ -85,10 +87,18 @@ func (b *colBuilder) columns() Columns {
 	for i, v := range b.t {
 		binary.LittleEndian.PutUint64(f[8*i:], math.Float64bits(v))
 	}
-	return Columns{N: n, T: b64(f), Y: u32s(b.y), Kind: b64(b.kind), Ev: b64(b.ev), Op: b64(b.op), PSN: u32s(b.psn), Pkt: u32s(b.pkt)}
+	return Columns{N: n, T: b64(f), Y: i32s(b.y), Kind: b64(b.kind), Ev: b64(b.ev), Op: b64(b.op), PSN: u32s(b.psn), Pkt: u32s(b.pkt)}
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func i32s(v []int32) string {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+	}
+	return b64(b)
+}
 
 func u32s(v []uint32) string {
 	b := make([]byte, 4*len(v))
@@ -137,7 +147,7 @@ type connPlot struct {
 	qp     int
 	high   [2]roce.PSN // highest data PSN seen per direction (0 requests, 1 READ responses)
 	seen   [2]bool
-	lastY  uint32
+	lastY  int32
 	counts []int
 }
 
@@ -202,17 +212,23 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 		}
 		t := float64(ns-tv.StartNs) / 1e3
 		op := pkt.BTH.Opcode
+		// A packet belongs to the connection the analyzers give it: a request to the one whose responder is
+		// its destination, a response (ACK, NAK, READ or atomic response) or a CNP to the one whose requester
+		// is. Two connections on one QP pair (each side a requester) then keep their own packets.
 		key := connKey{pkt.DstIP, pkt.BTH.DestQP}
-		cp, toResp := reqs[key], true
-		if cp == nil {
-			cp, toResp = resps[key], false
+		toResp := op.IsRequest()
+		var cp *connPlot
+		if toResp {
+			cp = reqs[key]
+		} else {
+			cp = resps[key]
 		}
 		if cp == nil {
 			tv.Unmatched++
 			continue
 		}
 		psn := pkt.BTH.PSN
-		y := uint32(psn.Diff(cp.ipsn)) & roce.PSNMask
+		y := int32(psn.Diff(cp.ipsn)) // signed: a response to a PSN before the initial one stays near 0
 		var kind int
 		switch {
 		case op == roce.CNP:
@@ -244,10 +260,10 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 		cp.b.add(t, y, uint8(kind), uint8(ev), uint8(op), uint32(psn), tp.Index)
 		switch {
 		case (ev == roce.EventECN || pkt.ECN() == 3) && (kind == KindData || kind == KindRetx): // CE: the switch's mark, or a plain capture's
-			cnp.add(t, uint32(cp.qp), 0, uint8(ev), uint8(op), uint32(psn), tp.Index)
+			cnp.add(t, int32(cp.qp), 0, uint8(ev), uint8(op), uint32(psn), tp.Index)
 			cnpCounts[0]++
 		case kind == KindCNP:
-			cnp.add(t, uint32(cp.qp), 1, uint8(ev), uint8(op), uint32(psn), tp.Index)
+			cnp.add(t, int32(cp.qp), 1, uint8(ev), uint8(op), uint32(psn), tp.Index)
 			cnpCounts[1]++
 		}
 	}

@@ -71,7 +71,7 @@
   }
   function columns(c) {
     return {
-      n: c.n, t: new Float64Array(bytes(c.t).buffer), y: new Uint32Array(bytes(c.y).buffer), kind: bytes(c.kind),
+      n: c.n, t: new Float64Array(bytes(c.t).buffer), y: new Int32Array(bytes(c.y).buffer), kind: bytes(c.kind),
       ev: bytes(c.ev), op: bytes(c.op), psn: new Uint32Array(bytes(c.psn).buffer), pkt: new Uint32Array(bytes(c.pkt).buffer)
     };
   }
