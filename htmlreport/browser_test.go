@@ -3,6 +3,7 @@ package htmlreport
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"image/png"
 	"math"
@@ -169,7 +170,7 @@ func TestBrowserResultsReport(t *testing.T) {
 	noErrors(t, b, st)
 	r := p.Runs[0]
 	for _, c := range r.Trace.Conns {
-		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), tsPoints(t, c))
 	}
 	wantPlot(t, st, "r0-positions", []int{len(r.Positions), len(r.Positions), len(r.Positions)})
 	var ladder []int
@@ -292,7 +293,7 @@ func TestBrowserOtherPages(t *testing.T) {
 	noErrors(t, b, st)
 	for i, r := range cmp.Runs {
 		for _, c := range r.Trace.Conns {
-			wantPlot(t, st, fmt.Sprintf("r%d-ts-%d", i, c.QP), c.Counts)
+			wantPlot(t, st, fmt.Sprintf("r%d-ts-%d", i, c.QP), tsPoints(t, c))
 		}
 		wantPlot(t, st, fmt.Sprintf("r%d-cnp", i), r.Trace.CNPCounts)
 	}
@@ -311,7 +312,7 @@ func TestBrowserOtherPages(t *testing.T) {
 	st, _ = b.open(t, capt, 60*time.Second)
 	noErrors(t, b, st)
 	for _, c := range capt.Runs[0].Trace.Conns {
-		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), tsPoints(t, c))
 	}
 
 	// Third-party captures (testdata/real-captures): with connections the checkers learned, and without any.
@@ -320,7 +321,7 @@ func TestBrowserOtherPages(t *testing.T) {
 		st, _ = b.open(t, rc, 60*time.Second)
 		noErrors(t, b, st)
 		for _, c := range rc.Runs[0].Trace.Conns {
-			wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+			wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), tsPoints(t, c))
 		}
 		if len(st.Plots) < len(rc.Runs[0].Trace.Conns) {
 			t.Errorf("%s: %d plots for %d connections", f, len(st.Plots), len(rc.Runs[0].Trace.Conns))
@@ -434,7 +435,73 @@ func TestBrowserDefersManyConnections(t *testing.T) {
 	}
 	st = eval[reportState](t, b, `window.luminaReport`)
 	for _, c := range p.Runs[0].Trace.Conns {
-		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), tsPoints(t, c))
 	}
 	noErrors(t, b, st)
+}
+
+// tsPoints is what a time-sequence diagram of few packets draws per series: the five packet kinds, then one
+// series per injected event type present, in event order.
+func tsPoints(t *testing.T, c ConnTrace) []int {
+	t.Helper()
+	ev, err := base64.StdEncoding.DecodeString(c.Packets.Ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var per [256]int
+	for _, e := range ev {
+		per[e]++
+	}
+	out := append([]int(nil), c.Counts[:numKinds]...)
+	for e := 1; e < 256; e++ {
+		if per[e] > 0 {
+			out = append(out, per[e])
+		}
+	}
+	return out
+}
+
+// Rare series are never decimated: a drop among 20,000 ECN-marked packets, and 5,000 NAKs, are all drawn in
+// the overview, while the data and ECN series are held to MaxPoints.
+func TestBrowserRareSeriesNotDecimated(t *testing.T) {
+	const n, naks, drop = 20000, 5000, 10001
+	tv := &TraceView{Packets: n + naks, Metadata: "mirror", Opcodes: map[int]string{10: "RC RDMA WRITE Middle", 17: "RC Acknowledge"},
+		Events: []string{"none", "drop", "ecn"}, CNPCounts: []int{0, 0}}
+	var b colBuilder
+	counts := make([]int, numKinds+1)
+	for i := 0; i < n; i++ {
+		ev := uint8(2) // every data packet ECN-marked, but one dropped: its PSN lies between its neighbours'
+		if i == drop {
+			ev = 1
+		}
+		b.add(float64(i), int32(i), KindData, ev, 10, uint32(i), i)
+		counts[KindData]++
+		counts[numKinds]++
+		if i%4 == 0 {
+			b.add(float64(i)+0.5, int32(i), KindNAK, 0, 17, uint32(i), n+i/4)
+			counts[KindNAK]++
+		}
+	}
+	tv.Conns = []ConnTrace{{QP: 1, Verb: "write", Label: "QP 1", Counts: counts, Packets: b.columns()}}
+	var empty colBuilder
+	tv.CNP = empty.columns()
+	p := &Page{Kind: KindResults, Title: "rare", MaxPoints: DefaultMaxPoints, Runs: []*Run{{Source: "rare", Verdict: "pass", Trace: tv}}}
+	br := newBrowser(t)
+	st, _ := br.open(t, p, 120*time.Second)
+	noErrors(t, br, st)
+	pl := st.Plots["r0-ts-1"]
+	if fmt.Sprint(pl.Names) != "[data retransmitted ACK NAK CNP injected drop injected ecn]" {
+		t.Fatalf("series %v; want the five kinds, then one per event type", pl.Names)
+	}
+	if pl.Points[0] != DefaultMaxPoints || pl.Points[6] != DefaultMaxPoints {
+		t.Errorf("data %d, ECN %d points; want both decimated to %d", pl.Points[0], pl.Points[6], DefaultMaxPoints)
+	}
+	if pl.Points[3] != naks || pl.Points[5] != 1 {
+		t.Errorf("NAK %d (want %d), drop %d (want 1) points drawn", pl.Points[3], naks, pl.Points[5])
+	}
+	row := eval[int](t, br, `(() => { const c = echarts.getInstanceByDom(document.getElementById('r0-ts-1'));
+		const s = c.getOption().series.find(x => x.name === 'injected drop'); return s.data.length === 1 ? s.data[0][0] : -1; })()`)
+	if row != drop {
+		t.Errorf("the drop is drawn at %d µs, want %d", row, drop)
+	}
 }

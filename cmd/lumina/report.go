@@ -23,7 +23,8 @@ func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `report writes one self-contained HTML file (no network: the plotting library, Apache ECharts, is
 inside it) that shows what the verdict stage decided for a results directory: the verdict and the
 integrity conditions, expectations and checks, per connection a zoomable time-sequence diagram (time
-against PSN: data, retransmissions, ACKs, NAKs, CNPs and the injected events; hover for the packet), the
+against PSN: data, retransmissions, ACKs, NAKs, CNPs and one series per injected event type; hover for
+the packet), the
 retransmission latency by drop position, the timeout ladder, CNPs against ECN marks with the inferred
 limiter scope, message completion time CDFs, the traffic and the NIC counters (start, finish, delta,
 expected from the trace). It reads analysis.json as the run or lumina analyze wrote it and changes nothing.
@@ -32,8 +33,9 @@ Given two results directories it shows both side by side under a table of their 
 lumina search directory, the anomalies with their minimal feature sets and the score over evaluations;
 given capture files, what lumina analyze finds in them.
 
-Large traces: each series draws at most 4000 points at a time (the lowest and highest PSN per time
-bucket); zooming in draws every packet of the window.
+Large traces: the data, ACK and ECN-mark series draw at most 4000 points at a time (the lowest and
+highest PSN per time bucket); retransmissions, NAKs, CNPs, drops and the other injected events draw
+every packet; zooming in draws every packet of the window.
 
 Exit status: 0 the report was written, 2 bad input (nothing written).`,
 		Example: `  lumina report results/listing2

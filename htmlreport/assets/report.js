@@ -11,10 +11,16 @@
   var app = document.getElementById('app');
   app.textContent = '';
   var MAXP = D.max_points || 4000;
-  var SERIES = ['data', 'retransmitted', 'ACK', 'NAK', 'CNP', 'injected event'];
-  var COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#111827'];
-  var SYMBOLS = ['circle', 'diamond', 'triangle', 'rect', 'pin', 'emptyCircle'];
-  // Drawing order: data, then ACKs over it, then retransmissions, NAKs and CNPs, the injected events on top.
+  var SERIES = ['data', 'retransmitted', 'ACK', 'NAK', 'CNP'];
+  var COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c'];
+  var SYMBOLS = ['circle', 'diamond', 'triangle', 'rect', 'pin'];
+  // Only the common series (data, ACKs, ECN marks) are decimated; the rare ones (retransmissions, NAKs, CNPs,
+  // drops, corruptions and every other injected event) draw every point, however many there are.
+  var COMMON = [true, false, true, false, false];
+  var EV_ECN = 2;
+  var EV_COLORS = { 1: '#111827', 2: '#0891b2', 3: '#be185d', 4: '#ca8a04', 5: '#4d7c0f', 6: '#7c3aed', 7: '#0f766e' };
+  // Drawing order: data, then ACKs over it, then retransmissions, NAKs and CNPs, the injected events (one series
+  // per event type) on top.
 
   function el(tag, attrs, kids) {
     var e = document.createElement(tag);
@@ -180,16 +186,29 @@
     var T0 = performance.now();
     var cols = columns(conn.packets);
     R.marks.decode = (R.marks.decode || 0) + performance.now() - T0; T0 = performance.now();
-    var rows = seriesRows(cols, SERIES.length, function (i) { return cols.kind[i]; }, function (i) { return cols.ev[i] ? 5 : -1; });
+    var evs = [], evIndex = {}, i;
+    for (i = 0; i < cols.n; i++) { if (cols.ev[i] && evIndex[cols.ev[i]] === undefined) { evIndex[cols.ev[i]] = 0; evs.push(cols.ev[i]); } }
+    evs.sort(function (a, b) { return a - b; });
+    evs.forEach(function (e, k) { evIndex[e] = SERIES.length + k; });
+    var rows = seriesRows(cols, SERIES.length + evs.length, function (i) { return cols.kind[i]; }, function (i) { return cols.ev[i] ? evIndex[cols.ev[i]] : -1; });
     var tmax = cols.n ? cols.t[cols.n - 1] : 1;
     R.marks.rows = (R.marks.rows || 0) + performance.now() - T0; T0 = performance.now();
     function seriesFor(x0, x1) {
-      return SERIES.map(function (name, s) {
+      var out = SERIES.map(function (name, s) {
         return {
-          name: name, type: 'scatter', symbol: SYMBOLS[s], symbolSize: s === 5 ? 10 : 5, itemStyle: { color: COLORS[s] },
-          data: decimate(rows[s], cols, x0, x1, MAXP), z: [2, 4, 3, 5, 5, 6][s], progressive: 0, large: true, largeThreshold: 1000
+          name: name, type: 'scatter', symbol: SYMBOLS[s], symbolSize: 5, itemStyle: { color: COLORS[s] },
+          data: decimate(rows[s], cols, x0, x1, COMMON[s] ? MAXP : Infinity), z: [2, 4, 3, 5, 5][s], progressive: 0, large: true, largeThreshold: 1000
         };
       });
+      evs.forEach(function (e, k) {
+        var s = SERIES.length + k;
+        out.push({
+          name: 'injected ' + (tr.events[e] || ('event ' + e)), type: 'scatter', symbol: 'emptyCircle', symbolSize: e === EV_ECN ? 8 : 11,
+          itemStyle: { color: EV_COLORS[e] || '#111827' }, data: decimate(rows[s], cols, x0, x1, e === EV_ECN ? MAXP : Infinity),
+          z: e === EV_ECN ? 6 : 7, progressive: 0, large: true, largeThreshold: 1000
+        });
+      });
+      return out;
     }
     var option = {
       grid: baseGrid, legend: legend(),
@@ -230,8 +249,8 @@
     var tmax = cols.n ? cols.t[cols.n - 1] : 1;
     var names = ['ECN mark (CE data packet)', 'CNP'];
     function seriesFor(x0, x1) {
-      return names.map(function (name, s) {
-        return { name: name, type: 'scatter', symbolSize: s ? 7 : 4, symbol: s ? 'triangle' : 'circle', itemStyle: { color: s ? '#ea580c' : '#0891b2' }, data: decimate(rows[s], cols, x0, x1, MAXP), progressive: 0, large: true, largeThreshold: 1000 };
+      return names.map(function (name, s) { // ECN marks are decimated, CNPs never
+        return { name: name, type: 'scatter', symbolSize: s ? 7 : 4, symbol: s ? 'triangle' : 'circle', itemStyle: { color: s ? '#ea580c' : '#0891b2' }, data: decimate(rows[s], cols, x0, x1, s ? Infinity : MAXP), progressive: 0, large: true, largeThreshold: 1000 };
       });
     }
     var chart = plot(id, parent, {
@@ -309,7 +328,8 @@
     if (run.trace && run.trace.conns && run.trace.conns.length) {
       parent.appendChild(el('h2', { text: 'Time-sequence diagrams' }));
       parent.appendChild(note('Time against PSN offset per connection. Scroll or drag the slider to zoom: above ' + MAXP +
-        ' packets a series shows the lowest and highest PSN per time bucket, and every packet once zoomed in. Hover a point for its packet.' +
+        ' packets the data, ACK and ECN-mark series show the lowest and highest PSN per time bucket, and every packet once zoomed in;' +
+        ' retransmissions, NAKs, CNPs, drops and the other injected events always show every packet. Hover a point for its packet.' +
         (run.trace.unmatched ? ' ' + run.trace.unmatched + ' RoCE packets belong to no listed connection and are not drawn.' : '')));
       run.trace.conns.forEach(function (c) {
         parent.appendChild(el('h3', { text: c.label + ' — ' + c.counts.map(function (n, i) { return SERIES[i] + ' ' + n; }).join(', ') }));
