@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,8 +26,7 @@ func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
 inside it) that shows what the verdict stage decided for a results directory: the verdict and the
 integrity conditions, expectations and checks, per connection a zoomable time-sequence diagram (time
 against PSN: data, retransmissions, ACKs, NAKs, CNPs and one series per injected event type; hover for
-the packet), the
-retransmission latency by drop position, the timeout ladder, CNPs against ECN marks with the inferred
+the packet), the retransmission latency by drop position, the timeout ladder, CNPs against ECN marks with the inferred
 limiter scope, message completion time CDFs, the traffic and the NIC counters (start, finish, delta,
 expected from the trace). It reads analysis.json as the run or lumina analyze wrote it and changes nothing.
 
@@ -37,7 +38,8 @@ Large traces: the data, ACK and ECN-mark series draw at most 4000 points at a ti
 highest PSN per time bucket); retransmissions, NAKs, CNPs, drops and the other injected events draw
 every packet; zooming in draws every packet of the window.
 
-Exit status: 0 the report was written, 2 bad input (nothing written).`,
+Exit status: 0 the report was written, 2 bad input (nothing written; also when -o names an input or
+a file the report reads inside an input directory).`,
 		Example: `  lumina report results/listing2
   lumina report results/fw-a results/fw-b -o ab.html
   lumina report search-results
@@ -54,6 +56,10 @@ Exit status: 0 the report was written, 2 bad input (nothing written).`,
 			}
 			if out == "" {
 				out = defaultReportPath(args, page.Kind)
+			}
+			if err := outputIsInput(out, args); err != nil {
+				mtr.Done()
+				return fail(exitBadArgs, err)
 			}
 			mtr.Phase("writing "+out, 0)
 			err = htmlreport.WriteFile(out, page)
@@ -81,6 +87,42 @@ func defaultReportPath(args []string, kind string) string {
 		return a[:len(a)-len(filepath.Ext(a))] + ".html"
 	}
 	return filepath.Join(args[0], reportFile)
+}
+
+// outputIsInput refuses an output that is one of the inputs, or a file the report reads inside an input
+// directory (every file there but HTML: the report reads none), compared as files (os.SameFile), so that
+// another path to the same file is caught too.
+func outputIsInput(out string, args []string) error {
+	fo, err := os.Stat(out)
+	if err != nil {
+		return nil // a new file, or one we cannot stat: nothing of the input to overwrite
+	}
+	for _, a := range args {
+		fa, err := os.Stat(a)
+		if err != nil {
+			continue
+		}
+		if os.SameFile(fo, fa) {
+			return fmt.Errorf("-o %s is the input %s: the report would overwrite what it reads", out, a)
+		}
+		if !fa.IsDir() || strings.EqualFold(filepath.Ext(out), ".html") {
+			continue
+		}
+		var hit string
+		_ = filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
+			if err != nil || hit != "" || d.IsDir() {
+				return nil
+			}
+			if fi, err := os.Stat(p); err == nil && os.SameFile(fo, fi) {
+				hit = p
+			}
+			return nil
+		})
+		if hit != "" {
+			return fmt.Errorf("-o %s is %s, a file of the input directory %s: the report would overwrite what it reads", out, hit, a)
+		}
+	}
+	return nil
 }
 
 // reportFile is the report's name in a results directory (lumina run --report).
