@@ -183,7 +183,7 @@ func TestBrowserResultsReport(t *testing.T) {
 	wantPlot(t, st, "r0-cnp", r.Trace.CNPCounts)
 	var mct []int
 	for _, c := range r.MCT {
-		mct = append(mct, len(c.Points))
+		mct = append(mct, len(c.Points)+1) // and the start at (least MCT, 0)
 	}
 	wantPlot(t, st, "r0-mct", mct)
 	if len(st.Plots) != len(r.Trace.Conns)+4 {
@@ -503,5 +503,31 @@ func TestBrowserRareSeriesNotDecimated(t *testing.T) {
 		const s = c.getOption().series.find(x => x.name === 'injected drop'); return s.data.length === 1 ? s.data[0][0] : -1; })()`)
 	if row != drop {
 		t.Errorf("the drop is drawn at %d µs, want %d", row, drop)
+	}
+}
+
+// plotInk counts the pixels of a plot's canvas inside its grid (axes and legend excluded) that are near the
+// colour of its first series (ECharts' first palette colour, #5470c6): what is actually drawn.
+func plotInk(t *testing.T, b *browser, id string) int {
+	t.Helper()
+	return eval[int](t, b, fmt.Sprintf(`(() => { const d = document.getElementById(%q), cv = d.querySelector('canvas');
+		const g = cv.getContext('2d'), k = cv.width / d.clientWidth;
+		const x0 = Math.ceil(72 * k), y0 = Math.ceil(42 * k), w = Math.floor(cv.width - x0 - 32 * k), h = Math.floor(cv.height - y0 - 72 * k);
+		const px = g.getImageData(x0, y0, w, h).data; let n = 0;
+		for (let i = 0; i < px.length; i += 4) { if (Math.abs(px[i] - 0x54) < 40 && Math.abs(px[i + 1] - 0x70) < 40 && Math.abs(px[i + 2] - 0xc6) < 40 && px[i + 3] > 128) { n++; } }
+		return n; })()`, id))
+}
+
+// A connection of one message still has an MCT CDF that shows: a step from (MCT, 0) to (MCT, 1) and its
+// point, drawn in the plot (pixels of the series' colour inside the grid), not just present in the data.
+func TestBrowserMCTSingleMessage(t *testing.T) {
+	r := &Run{Source: "one", Verdict: "pass", MCT: []MCTCurve{{QP: 1, Points: [][2]float64{{42, 1}}}}}
+	p := &Page{Kind: KindResults, Title: "one message", MaxPoints: DefaultMaxPoints, Runs: []*Run{r}}
+	b := newBrowser(t)
+	st, _ := b.open(t, p, 60*time.Second)
+	noErrors(t, b, st)
+	wantPlot(t, st, "r0-mct", []int{2})
+	if n := plotInk(t, b, "r0-mct"); n < 20 {
+		t.Errorf("the one-message MCT curve draws %d pixels in the plot; want a visible step and point", n)
 	}
 }

@@ -398,7 +398,12 @@
         grid: baseGrid, legend: legend(), tooltip: { trigger: 'item' },
         xAxis: mctAxis(run.mct), yAxis: { type: 'value', name: 'fraction', min: 0, max: 1 },
         dataZoom: [{ type: 'inside', xAxisIndex: 0 }],
-        series: run.mct.map(function (c) { return { name: 'QP ' + c.qp, type: 'line', step: 'end', showSymbol: false, data: c.points }; })
+        // Each curve starts at (its least MCT, 0), so that a connection of one message is a step, not a lone
+        // point a line cannot draw; a curve of fewer than two points shows its symbols too.
+        series: run.mct.map(function (c) {
+          var pts = c.points.length ? [[c.points[0][0], 0]].concat(c.points) : [];
+          return { name: 'QP ' + c.qp, type: 'line', step: 'end', showSymbol: c.points.length < 2, symbolSize: 7, data: pts };
+        })
       });
     }
     if (run.traffic && run.traffic.length) {
