@@ -360,3 +360,31 @@ func TestSharedQPPairAttribution(t *testing.T) {
 		}
 	}
 }
+
+// The search page's lowest-so-far line is the search's own best: the mfs/verify/reduce probes (whose energies
+// can be lower, testdata/search's mfs evaluation 2 is) do not count, as search/engine.go excludes them.
+func TestSearchBestExcludesProbes(t *testing.T) {
+	p := load(t, "testdata/search")
+	probe := map[float64]bool{}
+	best := math.Inf(1)
+	for _, e := range p.Search.Evals {
+		for _, pt := range e.Points {
+			if e.Kind == "mfs" || e.Kind == "verify" || e.Kind == "reduce" {
+				probe[pt[0]] = true
+			} else {
+				best = min(best, pt[1])
+			}
+		}
+	}
+	if len(probe) == 0 || len(p.Search.Best) == 0 {
+		t.Fatalf("testdata/search has %d probe evaluations, best line %v", len(probe), p.Search.Best)
+	}
+	for i, pt := range p.Search.Best {
+		if probe[pt[0]] && i != len(p.Search.Best)-1 { // the last point only holds the line to the last evaluation
+			t.Errorf("the lowest-so-far line steps at evaluation %v, a probe", pt[0])
+		}
+	}
+	if got := p.Search.Best[len(p.Search.Best)-1][1]; got != best {
+		t.Errorf("lowest so far ends at %v, the lowest search energy is %v", got, best)
+	}
+}

@@ -442,7 +442,7 @@
     }
     if (s.evals && s.evals.length) {
       parent.appendChild(el('h2', { text: 'Score over evaluations' }));
-      parent.appendChild(note('The energy of each evaluation (lower is more anomalous) by kind, and the lowest so far.'));
+      parent.appendChild(note('The energy of each evaluation (lower is more anomalous) by kind, and the lowest so far of the search (the mfs, verify and reduce probes of a found anomaly do not count, as in the search itself).'));
       var series = s.evals.map(function (e) { return { name: e.kind, type: 'scatter', symbolSize: 4, data: e.points }; });
       series.push({ name: 'lowest so far', type: 'line', step: 'end', showSymbol: false, data: s.best });
       plot('energy', parent, {
