@@ -388,3 +388,24 @@ func TestSearchBestExcludesProbes(t *testing.T) {
 		t.Errorf("lowest so far ends at %v, the lowest search energy is %v", got, best)
 	}
 }
+
+// A re-issued READ request (from the dropped response's PSN, inside the PSNs the first request covered) is a
+// retransmission, not new data: testdata/read-reissue has two READs, each re-issued once.
+func TestReadReissueIsRetransmission(t *testing.T) {
+	r := load(t, "testdata/read-reissue").Runs[0]
+	if len(r.Trace.Conns) != 1 || r.RetransmissionsTotal != 2 {
+		t.Fatalf("%d connections, %d retransmissions; want 1, 2", len(r.Trace.Conns), r.RetransmissionsTotal)
+	}
+	c := r.Trace.Conns[0]
+	ops, _ := base64.StdEncoding.DecodeString(c.Packets.Op)
+	kinds, _ := base64.StdEncoding.DecodeString(c.Packets.Kind)
+	per := map[int]int{}
+	for i, op := range ops {
+		if op == 12 { // RC RDMA READ Request
+			per[int(kinds[i])]++
+		}
+	}
+	if per[KindData] != 2 || per[KindRetx] != 2 {
+		t.Errorf("READ requests: %d data, %d retransmitted; want 2 and 2 (the re-issues)", per[KindData], per[KindRetx])
+	}
+}

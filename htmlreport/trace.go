@@ -19,7 +19,7 @@ import (
 // Packet kinds of the time-sequence diagram, the values of the kind column.
 const (
 	KindData = iota // a request or READ response carrying a PSN beyond every earlier one of its direction
-	KindRetx        // the same, at or below a PSN already sent: a retransmission
+	KindRetx        // the same, at or below a PSN already sent (or covered by a READ request): a retransmission
 	KindACK
 	KindNAK
 	KindCNP
@@ -142,13 +142,15 @@ type connKey struct {
 }
 
 type connPlot struct {
-	b      colBuilder
-	ipsn   roce.PSN
-	qp     int
-	high   [2]roce.PSN // highest data PSN seen per direction (0 requests, 1 READ responses)
-	seen   [2]bool
-	lastY  int32
-	counts []int
+	b       colBuilder
+	ipsn    roce.PSN
+	qp      int
+	high    [2]roce.PSN // highest data PSN seen per direction (0 requests, 1 READ responses)
+	seen    [2]bool
+	lastY   int32
+	counts  []int
+	mtu     int // the connection's MTU (0 unknown)
+	maxResp int // the largest READ response payload seen
 }
 
 // readTrace reads a capture into per-connection time-sequence columns, with the connections the analyzers
@@ -163,7 +165,7 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 	reqs := map[connKey]*connPlot{}  // packets to the responder's QP: requests
 	resps := map[connKey]*connPlot{} // packets to the requester's QP: ACKs, NAKs, READ responses, CNPs
 	for i, c := range conns {
-		cp := &connPlot{ipsn: c.ReqIPSN, qp: c.Index + indexBase, counts: make([]int, numKinds+1)}
+		cp := &connPlot{ipsn: c.ReqIPSN, qp: c.Index + indexBase, counts: make([]int, numKinds+1), mtu: c.MTU}
 		plots[i] = cp
 		reqs[connKey{c.RespIP, c.RespQPN}] = cp
 		resps[connKey{c.ReqIP, c.ReqQPN}] = cp
@@ -242,11 +244,27 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 			if !toResp {
 				dir = 1
 			}
+			if dir == 1 && pkt.PayloadLen > cp.maxResp {
+				cp.maxResp = pkt.PayloadLen
+			}
+			// The highest PSN a request covers: a READ request covers its response packets (DMA length over the
+			// MTU), so a re-issue from within them is a retransmission, not new data.
+			last := psn
+			if op.IsReadRequest() && pkt.Ext&roce.ExtRETH != 0 {
+				mtu := cp.mtu
+				if mtu <= 0 {
+					mtu = cp.maxResp // unknown MTU: the largest READ response payload so far, as the analyzers do
+				}
+				if n := int(pkt.RETH.DMALen); mtu > 0 && n > mtu {
+					last = psn.Add((n+mtu-1)/mtu - 1)
+				}
+			}
 			kind = KindData
 			if cp.seen[dir] && !cp.high[dir].Less(psn) {
 				kind = KindRetx
-			} else {
-				cp.high[dir], cp.seen[dir] = psn, true
+			}
+			if !cp.seen[dir] || cp.high[dir].Less(last) {
+				cp.high[dir], cp.seen[dir] = last, true
 			}
 			cp.lastY = y
 		}
