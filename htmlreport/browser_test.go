@@ -289,6 +289,8 @@ func screenshotNotBlank(t *testing.T, b *browser) {
 func TestBrowserOtherPages(t *testing.T) {
 	b := newBrowser(t)
 	cmp := load(t, "testdata/listing2", "testdata/cnp-scope")
+	cmp.CompareNotes = []string{"note: the scenarios differ", "REGRESSION: 1 metric(s) regressed"}
+	cmp.Compare[1].Tolerance, cmp.Compare[1].Worse, cmp.Compare[1].Status = "0", "up", "within"
 	st, _ := b.open(t, cmp, 60*time.Second)
 	noErrors(t, b, st)
 	for i, r := range cmp.Runs {
@@ -296,6 +298,11 @@ func TestBrowserOtherPages(t *testing.T) {
 			wantPlot(t, st, fmt.Sprintf("r%d-ts-%d", i, c.QP), tsPoints(t, c))
 		}
 		wantPlot(t, st, fmt.Sprintf("r%d-cnp", i), r.Trace.CNPCounts)
+	}
+	// The notes and the worse-direction column of lumina diff's comparison are shown.
+	notes := eval[string](t, b, `[...document.querySelectorAll('p.compare-note')].map(p => p.textContent).join('|') + '|' + [...document.querySelectorAll('th')].map(h => h.textContent).join(',')`)
+	if !strings.Contains(notes, "note: the scenarios differ|REGRESSION: 1 metric") || !strings.Contains(notes, "tolerance,worse,status") {
+		t.Errorf("compare page notes and headings: %q; want both notes and a worse column", notes)
 	}
 	moved := eval[int](t, b, `document.querySelectorAll('tr.moved').length`)
 	want := 0

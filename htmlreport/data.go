@@ -29,6 +29,8 @@ type Page struct {
 	MaxPoints int      `json:"max_points"`
 	Runs      []*Run   `json:"runs,omitempty"`
 	Compare   []Metric `json:"compare,omitempty"`
+	// CompareNotes are the lines above the metric table (lumina diff's notes and regression summary).
+	CompareNotes []string `json:"compare_notes,omitempty"`
 	Search    *Search  `json:"search,omitempty"`
 }
 

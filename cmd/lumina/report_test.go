@@ -117,7 +117,9 @@ func TestReportCompareIsTheDiff(t *testing.T) {
 			B         *float64 `json:"b"`
 			Tolerance string   `json:"tolerance"`
 			Status    string   `json:"status"`
+			Worse     string   `json:"worse"`
 		} `json:"compare"`
+		Notes []string `json:"compare_notes"`
 	}
 	if err := json.Unmarshal(html[i+len(open):i+len(open)+j], &data); err != nil {
 		t.Fatalf("page data: %v", err)
@@ -128,12 +130,23 @@ func TestReportCompareIsTheDiff(t *testing.T) {
 			continue
 		}
 		found = true
-		if m.A == nil || m.B == nil || *m.A != 1 || *m.B != 3 || m.Status != "regressed" || m.Tolerance == "" {
-			t.Errorf("retransmissions row: %v -> %v status %q tolerance %q; want 1 -> 3 regressed with a tolerance", m.A, m.B, m.Status, m.Tolerance)
+		if m.A == nil || m.B == nil || *m.A != 1 || *m.B != 3 || m.Status != "regressed" || m.Tolerance == "" || m.Worse != "up" {
+			t.Errorf("retransmissions row: %v -> %v status %q tolerance %q worse %q; want 1 -> 3 regressed with a tolerance, worse up", m.A, m.B, m.Status, m.Tolerance, m.Worse)
 		}
 	}
 	if !found || len(data.Compare) < 10 {
 		t.Fatalf("compare table has %d rows, retransmissions found %v", len(data.Compare), found)
+	}
+	// The notes above the table are lumina diff's own lines: the scenarios differ, and the regression summary.
+	_, diffOut, _ := lumina(t, "diff", a, c)
+	var want []string
+	for _, l := range strings.Split(diffOut, "\n") {
+		if strings.HasPrefix(l, "note: ") || strings.HasPrefix(l, "REGRESSION:") {
+			want = append(want, l)
+		}
+	}
+	if len(want) != 2 || strings.Join(data.Notes, "|") != strings.Join(want, "|") {
+		t.Errorf("page notes %q; lumina diff says %q (want its scenario note and its REGRESSION line)", data.Notes, want)
 	}
 }
 
