@@ -31,7 +31,7 @@ type Page struct {
 	Compare   []Metric `json:"compare,omitempty"`
 	// CompareNotes are the lines above the metric table (lumina diff's notes and regression summary).
 	CompareNotes []string `json:"compare_notes,omitempty"`
-	Search    *Search  `json:"search,omitempty"`
+	Search       *Search  `json:"search,omitempty"`
 }
 
 // Run is one results directory or capture.
