@@ -172,7 +172,13 @@ func TestBrowserResultsReport(t *testing.T) {
 	for _, c := range r.Trace.Conns {
 		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), tsPoints(t, c))
 	}
-	wantPlot(t, st, "r0-positions", []int{len(r.Positions), len(r.Positions), len(r.Positions)})
+	np := len(r.Positions)
+	wantPlot(t, st, "r0-positions", []int{np, np, np, np})
+	// listing2's one position recovered once by NAK (5 µs) and once by timeout (537 ms): NACK- and
+	// timeout-triggered latencies are separate series, on a log axis.
+	if ax := eval[string](t, b, `echarts.getInstanceByDom(document.getElementById('r0-positions')).getOption().yAxis[0].type`); ax != "log" {
+		t.Errorf("retransmission latency axis is %q, want log (µs NACK recoveries beside a 537 ms timeout)", ax)
+	}
 	var ladder []int
 	for _, m := range r.Timeouts {
 		if len(m.TimeoutIntervalsUs) > 0 {

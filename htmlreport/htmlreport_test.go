@@ -409,3 +409,18 @@ func TestReadReissueIsRetransmission(t *testing.T) {
 		t.Errorf("READ requests: %d data, %d retransmitted; want 2 and 2 (the re-issues)", per[KindData], per[KindRetx])
 	}
 }
+
+// The latency by drop position keeps NACK-triggered and timeout-triggered retransmissions apart: listing2's
+// position 5 recovered once by NAK (5.069 µs) and once by timeout (536870.912 µs), whose single mean was
+// 268 ms.
+func TestPositionSplitByTrigger(t *testing.T) {
+	r := load(t, "testdata/listing2").Runs[0]
+	if len(r.PositionSplit) != len(r.Positions) || len(r.Positions) != 1 {
+		t.Fatalf("%d split rows for %d positions", len(r.PositionSplit), len(r.Positions))
+	}
+	s := r.PositionSplit[0]
+	if s.NACKCount != 1 || s.TimeoutCount != 1 || s.NACKLatencyUs == nil || *s.NACKLatencyUs != 5.069 ||
+		s.TimeoutLatencyUs == nil || *s.TimeoutLatencyUs != 536870.912 {
+		t.Errorf("position 5 split: %+v; want 1 NACK at 5.069 µs, 1 timeout at 536870.912 µs", s)
+	}
+}

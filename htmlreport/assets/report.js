@@ -341,17 +341,25 @@
       parent.appendChild(el('h2', { text: 'Retransmission latency by drop position' }));
       var cats = run.positions.map(function (r) { return r.verb + ' @' + r.position; });
       var pick = function (k) { return run.positions.map(function (r) { return r[k] === null ? null : r[k]; }); };
+      var split = run.position_split || [];
+      var pickS = function (k) { return run.positions.map(function (r, i) { return split[i] && split[i][k] !== null && split[i][k] !== undefined ? split[i][k] : null; }); };
+      var posSeries = [
+        { name: 'NACK generation', type: 'bar', data: pick('nack_generation_us_mean') },
+        { name: 'NACK reaction', type: 'bar', data: pick('nack_reaction_us_mean') },
+        { name: 'latency, NACK or READ re-issue', type: 'bar', data: pickS('nack_latency_us_mean') },
+        { name: 'latency, timeout', type: 'bar', data: pickS('timeout_latency_us_mean') }];
+      // A log axis when the means span more than two decades (a timeout's hundreds of ms beside µs recoveries).
+      var lo = Infinity, hi = 0;
+      posSeries.forEach(function (s) { s.data.forEach(function (v) { if (v !== null && v > 0) { lo = Math.min(lo, v); hi = Math.max(hi, v); } }); });
+      var logY = lo > 0 && hi / lo > 100;
       plot(p + 'positions', parent, {
         grid: baseGrid, legend: legend(), tooltip: { trigger: 'axis' },
         xAxis: { type: 'category', data: cats, name: 'drop position', nameLocation: 'middle', nameGap: 28 },
-        yAxis: { type: 'value', name: 'µs (mean)' },
-        series: [
-          { name: 'NACK generation', type: 'bar', data: pick('nack_generation_us_mean') },
-          { name: 'NACK reaction', type: 'bar', data: pick('nack_reaction_us_mean') },
-          { name: 'retransmission latency', type: 'bar', data: pick('latency_us_mean') }]
+        yAxis: { type: logY ? 'log' : 'value', name: 'µs (mean' + (logY ? ', log scale)' : ')') },
+        series: posSeries
       });
-      parent.appendChild(table(['verb', 'position', 'drops', 'NACK generation µs', 'NACK reaction µs', 'latency mean µs', 'min', 'max', 'timeouts'],
-        run.positions.map(function (r) { return [r.verb, r.position, r.count, r.nack_generation_us_mean, r.nack_reaction_us_mean, r.latency_us_mean, r.latency_us_min, r.latency_us_max, r.timeouts]; })));
+      parent.appendChild(table(['verb', 'position', 'drops', 'NACK generation µs', 'NACK reaction µs', 'latency mean µs', 'min', 'max', 'NACK-triggered mean µs', 'timeouts', 'timeout-triggered mean µs'],
+        run.positions.map(function (r, i) { var sp = split[i] || {}; return [r.verb, r.position, r.count, r.nack_generation_us_mean, r.nack_reaction_us_mean, r.latency_us_mean, r.latency_us_min, r.latency_us_max, sp.nack_latency_us_mean, r.timeouts, sp.timeout_latency_us_mean]; })));
     }
     if (run.retransmissions && run.retransmissions.length) {
       parent.appendChild(el('h3', { text: 'Lost packets (' + run.retransmissions_total + ')' }));
