@@ -186,7 +186,12 @@ func TestBrowserResultsReport(t *testing.T) {
 		}
 	}
 	wantPlot(t, st, "r0-ladder", ladder)
-	wantPlot(t, st, "r0-cnp", r.Trace.CNPCounts)
+	wantPlot(t, st, "r0-cnp", cnpPoints(r.Trace))
+	// Every time axis ends at the trace's end, so the CNP timeline lines up with the diagrams.
+	maxes := eval[[]float64](t, b, `['r0-ts-1', 'r0-ts-2', 'r0-cnp'].map(id => echarts.getInstanceByDom(document.getElementById(id)).getOption().xAxis[0].max)`)
+	if len(maxes) != 3 || maxes[0] != r.Trace.EndUs || maxes[1] != r.Trace.EndUs || maxes[2] != r.Trace.EndUs || r.Trace.EndUs <= 0 {
+		t.Errorf("time axes end at %v, want all at the trace's end %v µs", maxes, r.Trace.EndUs)
+	}
 	var mct []int
 	for _, c := range r.MCT {
 		mct = append(mct, len(c.Points)+1) // and the start at (least MCT, 0)
@@ -303,7 +308,7 @@ func TestBrowserOtherPages(t *testing.T) {
 		for _, c := range r.Trace.Conns {
 			wantPlot(t, st, fmt.Sprintf("r%d-ts-%d", i, c.QP), tsPoints(t, c))
 		}
-		wantPlot(t, st, fmt.Sprintf("r%d-cnp", i), r.Trace.CNPCounts)
+		wantPlot(t, st, fmt.Sprintf("r%d-cnp", i), cnpPoints(r.Trace))
 	}
 	// The notes and the worse-direction column of lumina diff's comparison are shown.
 	notes := eval[string](t, b, `[...document.querySelectorAll('p.compare-note')].map(p => p.textContent).join('|') + '|' + [...document.querySelectorAll('th')].map(h => h.textContent).join(',')`)
@@ -338,6 +343,14 @@ func TestBrowserOtherPages(t *testing.T) {
 		}
 		if len(st.Plots) < len(rc.Runs[0].Trace.Conns) {
 			t.Errorf("%s: %d plots for %d connections", f, len(st.Plots), len(rc.Runs[0].Trace.Conns))
+		}
+		if tv := rc.Runs[0].Trace; tv.CNP.N > 0 {
+			wantPlot(t, st, "r0-cnp", cnpPoints(tv))
+		}
+		if strings.HasPrefix(f, "hexvec_cx4lx_cnp") {
+			if _, ok := st.Plots["r0-cnp"]; !ok || rc.Runs[0].Trace.CNPCounts[2] != 1 {
+				t.Errorf("%s: the one CNP (no connection learned) is not on a CNP timeline: plots %v, counts %v", f, keys(st.Plots), rc.Runs[0].Trace.CNPCounts)
+			}
 		}
 	}
 
@@ -543,4 +556,12 @@ func TestBrowserMCTSingleMessage(t *testing.T) {
 	if n := plotInk(t, b, "r0-mct"); n < 20 {
 		t.Errorf("the one-message MCT curve draws %d pixels in the plot; want a visible step and point", n)
 	}
+}
+
+// cnpPoints is what the CNP timeline draws per series: CE marks, CNPs, and CNPs of no known connection if any.
+func cnpPoints(tv *TraceView) []int {
+	if tv.CNPCounts[2] > 0 {
+		return tv.CNPCounts
+	}
+	return tv.CNPCounts[:2]
 }

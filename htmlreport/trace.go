@@ -125,11 +125,15 @@ type TraceView struct {
 	// StartNs is the time of the trace's first packet, the origin of every time axis.
 	StartNs int64       `json:"start_ns"`
 	Conns   []ConnTrace `json:"conns"`
+	// EndUs is the time of the trace's last RoCE packet (µs from StartNs): every time axis ends there, so the
+	// plots line up.
+	EndUs float64 `json:"end_us"`
 	// CNP is the CNP timeline: CE-marked data packets (kind 0: the switch's ECN event, or the IP header's ECN
-	// field at CE in a plain capture) and CNPs (kind 1), y the connection's QP.
+	// field at CE in a plain capture) and CNPs (kind 1), y the connection's QP; and CNPs of no known connection
+	// (kind 2), y their destination QPN.
 	CNP       Columns `json:"cnp"`
-	CNPCounts []int   `json:"cnp_counts"` // CE marks, CNPs
-	// Unmatched counts RoCE packets of no listed connection (not plotted).
+	CNPCounts []int   `json:"cnp_counts"` // CE marks, CNPs, CNPs of no known connection
+	// Unmatched counts RoCE packets of no listed connection (not plotted, but for CNPs on the CNP timeline).
 	Unmatched int `json:"unmatched"`
 	// Opcodes names the opcodes in the trace (decimal code -> name), Events the switch's events by number.
 	Opcodes map[int]string `json:"opcodes"`
@@ -171,7 +175,8 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 		resps[connKey{c.ReqIP, c.ReqQPN}] = cp
 	}
 	var cnp colBuilder
-	cnpCounts := []int{0, 0}
+	cnpCounts := []int{0, 0, 0}
+	var lastT float64
 	var pkt roce.Packet
 	var clock trace.Unwrap48
 	decided := meta != analyze.MetaAuto
@@ -213,6 +218,7 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 			tv.StartNs = ns
 		}
 		t := float64(ns-tv.StartNs) / 1e3
+		lastT = max(lastT, t)
 		op := pkt.BTH.Opcode
 		// A packet belongs to the connection the analyzers give it: a request to the one whose responder is
 		// its destination, a response (ACK, NAK, READ or atomic response) or a CNP to the one whose requester
@@ -227,6 +233,10 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 		}
 		if cp == nil {
 			tv.Unmatched++
+			if op == roce.CNP { // a CNP of no known connection is still on the CNP timeline, at its QPN
+				cnp.add(t, int32(pkt.BTH.DestQP), 2, uint8(ev), uint8(op), uint32(pkt.BTH.PSN), tp.Index)
+				cnpCounts[2]++
+			}
 			continue
 		}
 		psn := pkt.BTH.PSN
@@ -299,7 +309,7 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 			Label: "QP " + strconv.Itoa(cp.qp) + " (" + orUnknown(c.Verb) + "): " + c.ReqIP.String() + " qpn 0x" +
 				strconv.FormatUint(uint64(c.ReqQPN), 16) + " → " + c.RespIP.String() + " qpn 0x" + strconv.FormatUint(uint64(c.RespQPN), 16)})
 	}
-	tv.CNP, tv.CNPCounts = cnp.columns(), cnpCounts
+	tv.CNP, tv.CNPCounts, tv.EndUs = cnp.columns(), cnpCounts, lastT
 	return tv, nil
 }
 

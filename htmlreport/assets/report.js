@@ -191,7 +191,7 @@
     evs.sort(function (a, b) { return a - b; });
     evs.forEach(function (e, k) { evIndex[e] = SERIES.length + k; });
     var rows = seriesRows(cols, SERIES.length + evs.length, function (i) { return cols.kind[i]; }, function (i) { return cols.ev[i] ? evIndex[cols.ev[i]] : -1; });
-    var tmax = cols.n ? cols.t[cols.n - 1] : 1;
+    var tmax = tr.end_us > 0 ? tr.end_us : (cols.n ? cols.t[cols.n - 1] : 1); // the trace's end: the plots line up
     R.marks.rows = (R.marks.rows || 0) + performance.now() - T0; T0 = performance.now();
     function seriesFor(x0, x1) {
       var out = SERIES.map(function (name, s) {
@@ -245,20 +245,22 @@
 
   function cnpTimeline(id, parent, run) {
     var tr = run.trace, cols = columns(tr.cnp);
-    var rows = seriesRows(cols, 2, function (i) { return cols.kind[i]; });
-    var tmax = cols.n ? cols.t[cols.n - 1] : 1;
+    var unknown = (tr.cnp_counts || [])[2] > 0;
     var names = ['ECN mark (CE data packet)', 'CNP'];
+    if (unknown) { names.push('CNP of no known connection (y: its QPN)'); }
+    var rows = seriesRows(cols, names.length, function (i) { return cols.kind[i] < names.length ? cols.kind[i] : -1; });
+    var tmax = tr.end_us > 0 ? tr.end_us : (cols.n ? cols.t[cols.n - 1] : 1); // the trace's end: lines up with the diagrams
     function seriesFor(x0, x1) {
       return names.map(function (name, s) { // ECN marks are decimated, CNPs never
-        return { name: name, type: 'scatter', symbolSize: s ? 7 : 4, symbol: s ? 'triangle' : 'circle', itemStyle: { color: s ? '#ea580c' : '#0891b2' }, data: decimate(rows[s], cols, x0, x1, s ? Infinity : MAXP), progressive: 0, large: true, largeThreshold: 1000 };
+        return { name: name, type: 'scatter', symbolSize: s ? 7 : 4, symbol: s ? 'triangle' : 'circle', itemStyle: { color: ['#0891b2', '#ea580c', '#7c2d12'][s] }, data: decimate(rows[s], cols, x0, x1, s ? Infinity : MAXP), progressive: 0, large: true, largeThreshold: 1000 };
       });
     }
     var chart = plot(id, parent, {
       grid: { left: 70, right: 30, top: 56, bottom: 70 }, legend: { top: 22, type: 'scroll' },
       title: { text: 'CNP limiter scope inferred: ' + (run.cnp.scope_inferred || 'none'), left: 'center', top: 0, textStyle: { fontSize: 13 } },
-      tooltip: { trigger: 'item', formatter: function (p) { var r = p.data[2]; return names[cols.kind[r]] + '<br>packet #' + cols.pkt[r] + '<br>QP ' + cols.y[r] + '<br>time ' + cols.t[r].toFixed(3) + ' µs'; } },
+      tooltip: { trigger: 'item', formatter: function (p) { var r = p.data[2]; return names[cols.kind[r]] + '<br>packet #' + cols.pkt[r] + (cols.kind[r] === 2 ? '<br>QPN 0x' + cols.y[r].toString(16) : '<br>QP ' + cols.y[r]) + '<br>time ' + cols.t[r].toFixed(3) + ' µs'; } },
       xAxis: { type: 'value', name: 'time (µs)', nameLocation: 'middle', nameGap: 24, min: 0, max: tmax },
-      yAxis: { type: 'value', name: 'QP', minInterval: 1, min: function (v) { return Math.max(0, v.min - 1); }, max: function (v) { return v.max + 1; } },
+      yAxis: { type: 'value', name: unknown ? 'QP (or QPN)' : 'QP', minInterval: 1, min: function (v) { return Math.max(0, v.min - 1); }, max: function (v) { return v.max + 1; } },
       dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }, { type: 'slider', xAxisIndex: 0, filterMode: 'none', height: 18, bottom: 8, showDataShadow: false }],
       series: seriesFor(0, tmax)
     }, rows.map(function (r) { return r.length; }));
