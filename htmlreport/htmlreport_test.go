@@ -425,3 +425,32 @@ func TestPositionSplitByTrigger(t *testing.T) {
 		t.Errorf("position 5 split: %+v; want 1 NACK at 5.069 µs, 1 timeout at 536870.912 µs", s)
 	}
 }
+
+// Write streams the packet columns into the page where their markers are; the page's data is DataJSON's,
+// byte for byte, also when a string of the page reads like a marker (then the data is encoded whole).
+func TestWriteStreamsTheSameData(t *testing.T) {
+	for _, title := range []string{"", "\x000\x00 \x001\x00"} {
+		p := load(t, "testdata/listing2")
+		if title != "" {
+			p.Title = title
+		}
+		want, err := DataJSON(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := Write(&b, p); err != nil {
+			t.Fatal(err)
+		}
+		const open = `<script type="application/json" id="lumina-data">`
+		s := b.String()
+		i := strings.Index(s, open)
+		j := strings.Index(s[i:], "</script>")
+		if i < 0 || j < 0 || s[i+len(open):i+j] != string(want) {
+			t.Errorf("title %q: the page's data differs from DataJSON", title)
+		}
+		if p.Runs[0].Trace.Conns[0].Packets.T == "" || strings.Contains(p.Runs[0].Trace.Conns[0].Packets.T, "\x00") {
+			t.Error("Write left a marker in the page's columns")
+		}
+	}
+}

@@ -77,7 +77,8 @@ func (b *colBuilder) columns() Columns {
 			idx[i] = i
 		}
 		sort.SliceStable(idx, func(i, j int) bool { return b.t[idx[i]] < b.t[idx[j]] })
-		nb := colBuilder{}
+		nb := colBuilder{t: make([]float64, 0, n), y: make([]int32, 0, n), psn: make([]uint32, 0, n), kind: make([]uint8, 0, n),
+			ev: make([]uint8, 0, n), op: make([]uint8, 0, n), pkt: make([]uint32, 0, n)}
 		for _, i := range idx {
 			nb.add(b.t[i], b.y[i], b.kind[i], b.ev[i], b.op[i], b.psn[i], int(b.pkt[i]))
 		}
@@ -161,7 +162,7 @@ type connPlot struct {
 // used (given, or learned from the trace), and the CNP timeline. meta is analyze's metadata mode for the trace
 // (MetaAuto decides from the first RoCE packet as the analyzers do).
 func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze.Metadata) (*TraceView, error) {
-	tv := &TraceView{Opcodes: map[int]string{}, Conns: []ConnTrace{}}
+	tv := &TraceView{Opcodes: map[int]string{}, Conns: make([]ConnTrace, 0, len(conns))}
 	for e := 0; e < roce.NumEvents; e++ {
 		tv.Events = append(tv.Events, roce.EventType(e).String())
 	}
@@ -305,7 +306,9 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 	}
 	for i, cp := range plots {
 		c := conns[i]
-		tv.Conns = append(tv.Conns, ConnTrace{QP: cp.qp, Verb: c.Verb, Counts: cp.counts, Packets: cp.b.columns(),
+		cols := cp.b.columns()
+		cp.b = colBuilder{} // the rows are in cols now: let them go before the next connection's are encoded
+		tv.Conns = append(tv.Conns, ConnTrace{QP: cp.qp, Verb: c.Verb, Counts: cp.counts, Packets: cols,
 			Label: "QP " + strconv.Itoa(cp.qp) + " (" + orUnknown(c.Verb) + "): " + c.ReqIP.String() + " qpn 0x" +
 				strconv.FormatUint(uint64(c.ReqQPN), 16) + " → " + c.RespIP.String() + " qpn 0x" + strconv.FormatUint(uint64(c.RespQPN), 16)})
 	}
