@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lumina-go/lumina/analyze"
+
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 )
@@ -220,8 +222,18 @@ func TestBrowserResultsReport(t *testing.T) {
 		t.Errorf("checks table rows %q; want cnp and gbn passing on QPs 1-2", checks)
 	}
 	// Hovering a point with the mouse shows its packet.
-	if tip := hover(t, b, "r0-ts-2", "NAK", 0, 0.5); !strings.Contains(tip, "packet #") || !strings.Contains(tip, "NAK") || !strings.Contains(tip, "PSN") {
-		t.Errorf("the NAK's tooltip says %q; want its packet, kind and PSN", tip)
+	// The first NAK of QP 2 (in time order, the NAK series' first point: NAKs are never decimated).
+	q2 := r.Trace.Conns[1].Packets
+	kinds, _ := base64.StdEncoding.DecodeString(q2.Kind)
+	pkts, nakPkt := u32col(t, q2.Pkt), -1
+	for i, k := range kinds {
+		if k == KindNAK {
+			nakPkt = int(pkts[i])
+			break
+		}
+	}
+	if tip := hover(t, b, "r0-ts-2", "NAK", 0, 0.5); !strings.Contains(tip, fmt.Sprintf("packet #%d (NAK;", nakPkt)) || !strings.Contains(tip, "PSN") {
+		t.Errorf("the NAK's tooltip says %q; want packet #%d, its kind and PSN", tip, nakPkt)
 	}
 	screenshotNotBlank(t, b)
 }
@@ -564,4 +576,31 @@ func cnpPoints(tv *TraceView) []int {
 		return tv.CNPCounts
 	}
 	return tv.CNPCounts[:2]
+}
+
+// The first violations of a failed check are on lines of their own in the cell (white-space: pre-line), and the
+// counters, carried as strings, are shown exactly.
+func TestBrowserViolationLinesAndBigCounters(t *testing.T) {
+	p := load(t, "testdata/listing2")
+	r := p.Runs[0]
+	r.Checks = append(r.Checks, CheckRow{Analyzer: "gbn", QP: 9, Count: 2, Violations: []analyze.Violation{
+		{Packet: 11, Message: "first"}, {Packet: 12, Message: "second"}}})
+	big := uint64(1)<<60 + 1
+	r.Counters[0].Finish = &big
+	b := newBrowser(t)
+	st, _ := b.open(t, p, 60*time.Second)
+	noErrors(t, b, st)
+	type cell struct {
+		Text, WhiteSpace string
+		Lines            int
+	}
+	c := eval[cell](t, b, `(() => { const td = [...document.querySelectorAll('tr.bad td')].find(d => d.textContent.startsWith('#11'));
+		const s = td.firstChild, lh = parseFloat(getComputedStyle(s).lineHeight) || 18;
+		return {Text: td.textContent, WhiteSpace: getComputedStyle(s).whiteSpace, Lines: Math.round(s.getBoundingClientRect().height / lh)}; })()`)
+	if c.WhiteSpace != "pre-line" || c.Lines != 2 || c.Text != "#11: first\n#12: second" {
+		t.Errorf("violations cell %+v; want two lines, pre-line", c)
+	}
+	if !strings.Contains(eval[string](t, b, `document.body.textContent`), "1152921504606846977") {
+		t.Error("a counter of 2^60+1 is not shown exactly")
+	}
 }

@@ -155,12 +155,13 @@ type CNPView struct {
 
 // CounterRow is one NIC counter: its snapshots, its delta and what the trace implies.
 type CounterRow struct {
-	Host     string  `json:"host"`
-	Name     string  `json:"name"`
-	Start    *uint64 `json:"start"`
-	Finish   *uint64 `json:"finish"`
-	Delta    *int64  `json:"delta"`
-	Expected *int64  `json:"expected"` // null: the trace implies nothing for it
+	Host string `json:"host"`
+	Name string `json:"name"`
+	// The counts go into the page as decimal strings: JSON.parse would round those above 2^53.
+	Start    *uint64 `json:"start,string"`
+	Finish   *uint64 `json:"finish,string"`
+	Delta    *int64  `json:"delta,string"`
+	Expected *int64  `json:"expected,string"` // null: the trace implies nothing for it
 	OK       bool    `json:"ok"`
 	Note     string  `json:"note,omitempty"`
 }

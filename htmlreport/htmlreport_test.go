@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"flag"
 	"math"
 	"os"
@@ -451,6 +452,43 @@ func TestWriteStreamsTheSameData(t *testing.T) {
 		}
 		if p.Runs[0].Trace.Conns[0].Packets.T == "" || strings.Contains(p.Runs[0].Trace.Conns[0].Packets.T, "\x00") {
 			t.Error("Write left a marker in the page's columns")
+		}
+	}
+}
+
+// Counters go into the page as decimal strings (JSON.parse rounds numbers above 2^53); each connection's label
+// names its initial PSN; the page carries ECharts' NOTICE and licences in a comment.
+func TestCountersLabelsAndLicence(t *testing.T) {
+	p := load(t, "testdata/listing2")
+	r := p.Runs[0]
+	big := uint64(1)<<60 + 1
+	r.Counters[0].Finish = &big
+	data, err := DataJSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(`"finish":"1152921504606846977"`)) {
+		t.Error("a counter of 2^60+1 is not in the page as an exact decimal string")
+	}
+	an := r.analysis
+	for i, c := range r.Trace.Conns {
+		want := fmt.Sprintf(", initial PSN %d", an.Connections[i].ReqIPSN)
+		if !strings.HasSuffix(c.Label, want) {
+			t.Errorf("label %q lacks %q", c.Label, want)
+		}
+	}
+	var b bytes.Buffer
+	if err := Write(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	i, j := strings.Index(s, "<!--\nThe script below is Apache ECharts"), strings.Index(s, "-->\n<script>\n"+echartsJS[:40])
+	if i < 0 || j < i {
+		t.Fatal("no licence comment just before the ECharts script")
+	}
+	for _, want := range []string{"Copyright 2017-2026 The Apache Software Foundation", "TERMS AND CONDITIONS FOR USE, REPRODUCTION", "Mike Bostock"} {
+		if !strings.Contains(s[i:j], want) {
+			t.Errorf("the licence comment lacks %q", want)
 		}
 	}
 }

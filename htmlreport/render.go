@@ -24,6 +24,16 @@ var echartsJS string
 //go:embed assets/report.js
 var reportJS string
 
+// The licence and notice of the embedded ECharts (and of the d3 code inside it), carried in every page.
+var (
+	//go:embed assets/NOTICE
+	echartsNOTICE string
+	//go:embed assets/LICENSE-d3
+	echartsLicenseD3 string
+	//go:embed assets/LICENSE
+	echartsLICENSE string
+)
+
 //go:embed assets/report.css
 var reportCSS string
 
@@ -70,7 +80,9 @@ func Write(w io.Writer, p *Page) error {
 		data = data[i+len(c.marker):]
 	}
 	bw.Write(data)
-	bw.WriteString("</script>\n<script>\n")
+	bw.WriteString("</script>\n")
+	writeLicenceComment(bw)
+	bw.WriteString("<script>\n")
 	bw.WriteString(echartsJS)
 	bw.WriteString("\n</script>\n<script>\n")
 	bw.WriteString(reportJS)
@@ -167,4 +179,12 @@ func (b byPos) Less(i, j int) bool { return b.at[i] < b.at[j] }
 func (b byPos) Swap(i, j int) {
 	b.c[i], b.c[j] = b.c[j], b.c[i]
 	b.at[i], b.at[j] = b.at[j], b.at[i]
+}
+
+// writeLicenceComment writes the NOTICE and licences of the embedded Apache ECharts (6.1.0) as an HTML
+// comment before it, so that a page handed on carries them.
+func writeLicenceComment(w *bufio.Writer) {
+	w.WriteString("<!--\nThe script below is Apache ECharts 6.1.0 (https://echarts.apache.org/), under the Apache License 2.0.\n\n")
+	w.WriteString("NOTICE:\n" + echartsNOTICE + "\n\nThe d3 code inside it, under this licence:\n" + echartsLicenseD3 + "\n\n")
+	w.WriteString(echartsLICENSE + "\n-->\n")
 }

@@ -310,7 +310,8 @@ func readTrace(r trace.Reader, conns []analyze.Conn, indexBase int, meta analyze
 		cp.b = colBuilder{} // the rows are in cols now: let them go before the next connection's are encoded
 		tv.Conns = append(tv.Conns, ConnTrace{QP: cp.qp, Verb: c.Verb, Counts: cp.counts, Packets: cols,
 			Label: "QP " + strconv.Itoa(cp.qp) + " (" + orUnknown(c.Verb) + "): " + c.ReqIP.String() + " qpn 0x" +
-				strconv.FormatUint(uint64(c.ReqQPN), 16) + " → " + c.RespIP.String() + " qpn 0x" + strconv.FormatUint(uint64(c.RespQPN), 16)})
+				strconv.FormatUint(uint64(c.ReqQPN), 16) + " → " + c.RespIP.String() + " qpn 0x" + strconv.FormatUint(uint64(c.RespQPN), 16) +
+				", initial PSN " + strconv.FormatUint(uint64(c.ReqIPSN), 10)})
 	}
 	tv.CNP, tv.CNPCounts, tv.EndUs = cnp.columns(), cnpCounts, lastT
 	return tv, nil

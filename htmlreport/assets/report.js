@@ -45,7 +45,8 @@
       var tr = el('tr', r.cls ? { 'class': r.cls } : null);
       r.forEach(function (c) {
         if (c instanceof Node) { tr.appendChild(el('td', null, [c])); } else {
-          tr.appendChild(el('td', typeof c === 'number' ? { 'class': 'num', text: fmt(c) } : { text: fmt(c) }));
+          // counters come as decimal strings (exact above 2^53): aligned as numbers
+          tr.appendChild(el('td', typeof c === 'number' || (typeof c === 'string' && /^-?[0-9]+$/.test(c)) ? { 'class': 'num', text: fmt(c) } : { text: fmt(c) }));
         }
       });
       t.appendChild(tr);
@@ -317,7 +318,7 @@
           return;
         }
         var v = (c.violations || []).slice(0, 5).map(function (x) { return '#' + x.packet + ': ' + x.message; }).join('\n');
-        var r = [c.analyzer, String(c.qp), okCell(false), c.violation_count, v]; r.cls = 'bad'; rowsC.push(r);
+        var r = [c.analyzer, String(c.qp), okCell(false), c.violation_count, el('span', { 'class': 'lines', text: v })]; r.cls = 'bad'; rowsC.push(r);
       });
       order.forEach(function (a) { rowsC.push([a, ranges(passing[a]), okCell(true), 0, '']); });
       parent.appendChild(table(['analyzer', 'QP', 'result', 'violations', 'first violations'], rowsC));
