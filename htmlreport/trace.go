@@ -126,8 +126,8 @@ type TraceView struct {
 	// StartNs is the time of the trace's first packet, the origin of every time axis.
 	StartNs int64       `json:"start_ns"`
 	Conns   []ConnTrace `json:"conns"`
-	// EndUs is the time of the trace's last RoCE packet (µs from StartNs): every time axis ends there, so the
-	// plots line up.
+	// EndUs is the time of the trace's last RoCE packet (µs from StartNs), where the CNP timeline's time axis
+	// ends (as does the diagram of the connection that lasts to the end).
 	EndUs float64 `json:"end_us"`
 	// CNP is the CNP timeline: CE-marked data packets (kind 0: the switch's ECN event, or the IP header's ECN
 	// field at CE in a plain capture) and CNPs (kind 1), y the connection's QP; and CNPs of no known connection

@@ -192,7 +192,7 @@
     evs.sort(function (a, b) { return a - b; });
     evs.forEach(function (e, k) { evIndex[e] = SERIES.length + k; });
     var rows = seriesRows(cols, SERIES.length + evs.length, function (i) { return cols.kind[i]; }, function (i) { return cols.ev[i] ? evIndex[cols.ev[i]] : -1; });
-    var tmax = tr.end_us > 0 ? tr.end_us : (cols.n ? cols.t[cols.n - 1] : 1); // the trace's end: the plots line up
+    var tmax = cols.n ? cols.t[cols.n - 1] : 1; // the connection's last packet (a short one stays readable)
     R.marks.rows = (R.marks.rows || 0) + performance.now() - T0; T0 = performance.now();
     function seriesFor(x0, x1) {
       var out = SERIES.map(function (name, s) {
@@ -250,7 +250,7 @@
     var names = ['ECN mark (CE data packet)', 'CNP'];
     if (unknown) { names.push('CNP of no known connection (y: its QPN)'); }
     var rows = seriesRows(cols, names.length, function (i) { return cols.kind[i] < names.length ? cols.kind[i] : -1; });
-    var tmax = tr.end_us > 0 ? tr.end_us : (cols.n ? cols.t[cols.n - 1] : 1); // the trace's end: lines up with the diagrams
+    var tmax = tr.end_us > 0 ? tr.end_us : (cols.n ? cols.t[cols.n - 1] : 1); // the trace's end, as the diagram of the connection that lasts longest
     function seriesFor(x0, x1) {
       return names.map(function (name, s) { // ECN marks are decimated, CNPs never
         return { name: name, type: 'scatter', symbolSize: s ? 7 : 4, symbol: s ? 'triangle' : 'circle', itemStyle: { color: ['#0891b2', '#ea580c', '#7c2d12'][s] }, data: decimate(rows[s], cols, x0, x1, s ? Infinity : MAXP), progressive: 0, large: true, largeThreshold: 1000 };
@@ -335,7 +335,7 @@
         ' retransmissions, NAKs, CNPs, drops and the other injected events always show every packet. Hover a point for its packet.' +
         (run.trace.unmatched ? ' ' + run.trace.unmatched + ' RoCE packets belong to no listed connection and are not drawn.' : '')));
       run.trace.conns.forEach(function (c) {
-        parent.appendChild(el('h3', { text: c.label + ' — ' + c.counts.map(function (n, i) { return SERIES[i] + ' ' + n; }).join(', ') }));
+        parent.appendChild(el('h3', { text: c.label + ' — ' + c.counts.map(function (n, i) { return (SERIES[i] || 'injected events') + ' ' + n; }).join(', ') }));
         maybeLater(parent, function (into) { timeSequence(p + 'ts-' + c.qp, into, c, run.trace); });
       });
     }
