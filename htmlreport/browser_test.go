@@ -3,6 +3,7 @@ package htmlreport
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"image/png"
 	"math"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lumina-go/lumina/analyze"
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
@@ -169,9 +172,15 @@ func TestBrowserResultsReport(t *testing.T) {
 	noErrors(t, b, st)
 	r := p.Runs[0]
 	for _, c := range r.Trace.Conns {
-		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), tsPoints(t, c))
 	}
-	wantPlot(t, st, "r0-positions", []int{len(r.Positions), len(r.Positions), len(r.Positions)})
+	np := len(r.Positions)
+	wantPlot(t, st, "r0-positions", []int{np, np, np, np})
+	// listing2's one position recovered once by NAK (5 µs) and once by timeout (537 ms): NACK- and
+	// timeout-triggered latencies are separate series, on a log axis.
+	if ax := eval[string](t, b, `echarts.getInstanceByDom(document.getElementById('r0-positions')).getOption().yAxis[0].type`); ax != "log" {
+		t.Errorf("retransmission latency axis is %q, want log (µs NACK recoveries beside a 537 ms timeout)", ax)
+	}
 	var ladder []int
 	for _, m := range r.Timeouts {
 		if len(m.TimeoutIntervalsUs) > 0 {
@@ -179,10 +188,20 @@ func TestBrowserResultsReport(t *testing.T) {
 		}
 	}
 	wantPlot(t, st, "r0-ladder", ladder)
-	wantPlot(t, st, "r0-cnp", r.Trace.CNPCounts)
+	wantPlot(t, st, "r0-cnp", cnpPoints(r.Trace))
+	// The CNP timeline's time axis ends at the trace's end, as the diagram of the connection that lasts to it
+	// (QP 2, whose timeout retransmission is the trace's last packet) does.
+	maxes := eval[[]float64](t, b, `['r0-ts-2', 'r0-cnp'].map(id => echarts.getInstanceByDom(document.getElementById(id)).getOption().xAxis[0].max)`)
+	if len(maxes) != 2 || maxes[0] != r.Trace.EndUs || maxes[1] != r.Trace.EndUs || r.Trace.EndUs <= 0 {
+		t.Errorf("time axes of QP 2 and the CNP timeline end at %v, want both at the trace's end %v µs", maxes, r.Trace.EndUs)
+	}
+	// The headings name every count, the injected events too.
+	if h := eval[string](t, b, `[...document.querySelectorAll('h3')].map(h => h.textContent).join('|')`); strings.Contains(h, "undefined") || !strings.Contains(h, "injected events 2") {
+		t.Errorf("diagram headings %q; want the injected events counted by name", h)
+	}
 	var mct []int
 	for _, c := range r.MCT {
-		mct = append(mct, len(c.Points))
+		mct = append(mct, len(c.Points)+1) // and the start at (least MCT, 0)
 	}
 	wantPlot(t, st, "r0-mct", mct)
 	if len(st.Plots) != len(r.Trace.Conns)+4 {
@@ -208,8 +227,18 @@ func TestBrowserResultsReport(t *testing.T) {
 		t.Errorf("checks table rows %q; want cnp and gbn passing on QPs 1-2", checks)
 	}
 	// Hovering a point with the mouse shows its packet.
-	if tip := hover(t, b, "r0-ts-2", "NAK", 0, 0.5); !strings.Contains(tip, "packet #") || !strings.Contains(tip, "NAK") || !strings.Contains(tip, "PSN") {
-		t.Errorf("the NAK's tooltip says %q; want its packet, kind and PSN", tip)
+	// The first NAK of QP 2 (in time order, the NAK series' first point: NAKs are never decimated).
+	q2 := r.Trace.Conns[1].Packets
+	kinds, _ := base64.StdEncoding.DecodeString(q2.Kind)
+	pkts, nakPkt := u32col(t, q2.Pkt), -1
+	for i, k := range kinds {
+		if k == KindNAK {
+			nakPkt = int(pkts[i])
+			break
+		}
+	}
+	if tip := hover(t, b, "r0-ts-2", "NAK", 0, 0.5); !strings.Contains(tip, fmt.Sprintf("packet #%d (NAK;", nakPkt)) || !strings.Contains(tip, "PSN") {
+		t.Errorf("the NAK's tooltip says %q; want packet #%d, its kind and PSN", tip, nakPkt)
 	}
 	screenshotNotBlank(t, b)
 }
@@ -288,13 +317,20 @@ func screenshotNotBlank(t *testing.T, b *browser) {
 func TestBrowserOtherPages(t *testing.T) {
 	b := newBrowser(t)
 	cmp := load(t, "testdata/listing2", "testdata/cnp-scope")
+	cmp.CompareNotes = []string{"note: the scenarios differ", "REGRESSION: 1 metric(s) regressed"}
+	cmp.Compare[1].Tolerance, cmp.Compare[1].Worse, cmp.Compare[1].Status = "0", "up", "within"
 	st, _ := b.open(t, cmp, 60*time.Second)
 	noErrors(t, b, st)
 	for i, r := range cmp.Runs {
 		for _, c := range r.Trace.Conns {
-			wantPlot(t, st, fmt.Sprintf("r%d-ts-%d", i, c.QP), c.Counts)
+			wantPlot(t, st, fmt.Sprintf("r%d-ts-%d", i, c.QP), tsPoints(t, c))
 		}
-		wantPlot(t, st, fmt.Sprintf("r%d-cnp", i), r.Trace.CNPCounts)
+		wantPlot(t, st, fmt.Sprintf("r%d-cnp", i), cnpPoints(r.Trace))
+	}
+	// The notes and the worse-direction column of lumina diff's comparison are shown.
+	notes := eval[string](t, b, `[...document.querySelectorAll('p.compare-note')].map(p => p.textContent).join('|') + '|' + [...document.querySelectorAll('th')].map(h => h.textContent).join(',')`)
+	if !strings.Contains(notes, "note: the scenarios differ|REGRESSION: 1 metric") || !strings.Contains(notes, "tolerance,worse,status") {
+		t.Errorf("compare page notes and headings: %q; want both notes and a worse column", notes)
 	}
 	moved := eval[int](t, b, `document.querySelectorAll('tr.moved').length`)
 	want := 0
@@ -311,7 +347,7 @@ func TestBrowserOtherPages(t *testing.T) {
 	st, _ = b.open(t, capt, 60*time.Second)
 	noErrors(t, b, st)
 	for _, c := range capt.Runs[0].Trace.Conns {
-		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), tsPoints(t, c))
 	}
 
 	// Third-party captures (testdata/real-captures): with connections the checkers learned, and without any.
@@ -320,10 +356,18 @@ func TestBrowserOtherPages(t *testing.T) {
 		st, _ = b.open(t, rc, 60*time.Second)
 		noErrors(t, b, st)
 		for _, c := range rc.Runs[0].Trace.Conns {
-			wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+			wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), tsPoints(t, c))
 		}
 		if len(st.Plots) < len(rc.Runs[0].Trace.Conns) {
 			t.Errorf("%s: %d plots for %d connections", f, len(st.Plots), len(rc.Runs[0].Trace.Conns))
+		}
+		if tv := rc.Runs[0].Trace; tv.CNP.N > 0 {
+			wantPlot(t, st, "r0-cnp", cnpPoints(tv))
+		}
+		if strings.HasPrefix(f, "hexvec_cx4lx_cnp") {
+			if _, ok := st.Plots["r0-cnp"]; !ok || rc.Runs[0].Trace.CNPCounts[2] != 1 {
+				t.Errorf("%s: the one CNP (no connection learned) is not on a CNP timeline: plots %v, counts %v", f, keys(st.Plots), rc.Runs[0].Trace.CNPCounts)
+			}
 		}
 	}
 
@@ -351,7 +395,7 @@ func synthetic(n, conns int) *Page {
 				ev = 1
 				counts[numKinds]++
 			}
-			b.add(float64(i), uint32(i), KindData, ev, 10, uint32(i), i)
+			b.add(float64(i), int32(i), KindData, ev, 10, uint32(i), i)
 			counts[KindData]++
 		}
 		tv.Conns = append(tv.Conns, ConnTrace{QP: q, Verb: "write", Label: fmt.Sprintf("QP %d", q), Counts: counts, Packets: b.columns()})
@@ -434,7 +478,134 @@ func TestBrowserDefersManyConnections(t *testing.T) {
 	}
 	st = eval[reportState](t, b, `window.luminaReport`)
 	for _, c := range p.Runs[0].Trace.Conns {
-		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), c.Counts)
+		wantPlot(t, st, fmt.Sprintf("r0-ts-%d", c.QP), tsPoints(t, c))
 	}
 	noErrors(t, b, st)
+}
+
+// tsPoints is what a time-sequence diagram of few packets draws per series: the five packet kinds, then one
+// series per injected event type present, in event order.
+func tsPoints(t *testing.T, c ConnTrace) []int {
+	t.Helper()
+	ev, err := base64.StdEncoding.DecodeString(c.Packets.Ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var per [256]int
+	for _, e := range ev {
+		per[e]++
+	}
+	out := append([]int(nil), c.Counts[:numKinds]...)
+	for e := 1; e < 256; e++ {
+		if per[e] > 0 {
+			out = append(out, per[e])
+		}
+	}
+	return out
+}
+
+// Rare series are never decimated: a drop among 20,000 ECN-marked packets, and 5,000 NAKs, are all drawn in
+// the overview, while the data and ECN series are held to MaxPoints.
+func TestBrowserRareSeriesNotDecimated(t *testing.T) {
+	const n, naks, drop = 20000, 5000, 10001
+	tv := &TraceView{Packets: n + naks, Metadata: "mirror", Opcodes: map[int]string{10: "RC RDMA WRITE Middle", 17: "RC Acknowledge"},
+		Events: []string{"none", "drop", "ecn"}, CNPCounts: []int{0, 0}}
+	var b colBuilder
+	counts := make([]int, numKinds+1)
+	for i := 0; i < n; i++ {
+		ev := uint8(2) // every data packet ECN-marked, but one dropped: its PSN lies between its neighbours'
+		if i == drop {
+			ev = 1
+		}
+		b.add(float64(i), int32(i), KindData, ev, 10, uint32(i), i)
+		counts[KindData]++
+		counts[numKinds]++
+		if i%4 == 0 {
+			b.add(float64(i)+0.5, int32(i), KindNAK, 0, 17, uint32(i), n+i/4)
+			counts[KindNAK]++
+		}
+	}
+	tv.Conns = []ConnTrace{{QP: 1, Verb: "write", Label: "QP 1", Counts: counts, Packets: b.columns()}}
+	var empty colBuilder
+	tv.CNP = empty.columns()
+	p := &Page{Kind: KindResults, Title: "rare", MaxPoints: DefaultMaxPoints, Runs: []*Run{{Source: "rare", Verdict: "pass", Trace: tv}}}
+	br := newBrowser(t)
+	st, _ := br.open(t, p, 120*time.Second)
+	noErrors(t, br, st)
+	pl := st.Plots["r0-ts-1"]
+	if fmt.Sprint(pl.Names) != "[data retransmitted ACK NAK CNP injected drop injected ecn]" {
+		t.Fatalf("series %v; want the five kinds, then one per event type", pl.Names)
+	}
+	if pl.Points[0] != DefaultMaxPoints || pl.Points[6] != DefaultMaxPoints {
+		t.Errorf("data %d, ECN %d points; want both decimated to %d", pl.Points[0], pl.Points[6], DefaultMaxPoints)
+	}
+	if pl.Points[3] != naks || pl.Points[5] != 1 {
+		t.Errorf("NAK %d (want %d), drop %d (want 1) points drawn", pl.Points[3], naks, pl.Points[5])
+	}
+	row := eval[int](t, br, `(() => { const c = echarts.getInstanceByDom(document.getElementById('r0-ts-1'));
+		const s = c.getOption().series.find(x => x.name === 'injected drop'); return s.data.length === 1 ? s.data[0][0] : -1; })()`)
+	if row != drop {
+		t.Errorf("the drop is drawn at %d µs, want %d", row, drop)
+	}
+}
+
+// plotInk counts the pixels of a plot's canvas inside its grid (axes and legend excluded) that are near the
+// colour of its first series (ECharts' first palette colour, #5470c6): what is actually drawn.
+func plotInk(t *testing.T, b *browser, id string) int {
+	t.Helper()
+	return eval[int](t, b, fmt.Sprintf(`(() => { const d = document.getElementById(%q), cv = d.querySelector('canvas');
+		const g = cv.getContext('2d'), k = cv.width / d.clientWidth;
+		const x0 = Math.ceil(72 * k), y0 = Math.ceil(42 * k), w = Math.floor(cv.width - x0 - 32 * k), h = Math.floor(cv.height - y0 - 72 * k);
+		const px = g.getImageData(x0, y0, w, h).data; let n = 0;
+		for (let i = 0; i < px.length; i += 4) { if (Math.abs(px[i] - 0x54) < 40 && Math.abs(px[i + 1] - 0x70) < 40 && Math.abs(px[i + 2] - 0xc6) < 40 && px[i + 3] > 128) { n++; } }
+		return n; })()`, id))
+}
+
+// A connection of one message still has an MCT CDF that shows: a step from (MCT, 0) to (MCT, 1) and its
+// point, drawn in the plot (pixels of the series' colour inside the grid), not just present in the data.
+func TestBrowserMCTSingleMessage(t *testing.T) {
+	r := &Run{Source: "one", Verdict: "pass", MCT: []MCTCurve{{QP: 1, Points: [][2]float64{{42, 1}}}}}
+	p := &Page{Kind: KindResults, Title: "one message", MaxPoints: DefaultMaxPoints, Runs: []*Run{r}}
+	b := newBrowser(t)
+	st, _ := b.open(t, p, 60*time.Second)
+	noErrors(t, b, st)
+	wantPlot(t, st, "r0-mct", []int{2})
+	if n := plotInk(t, b, "r0-mct"); n < 20 {
+		t.Errorf("the one-message MCT curve draws %d pixels in the plot; want a visible step and point", n)
+	}
+}
+
+// cnpPoints is what the CNP timeline draws per series: CE marks, CNPs, and CNPs of no known connection if any.
+func cnpPoints(tv *TraceView) []int {
+	if tv.CNPCounts[2] > 0 {
+		return tv.CNPCounts
+	}
+	return tv.CNPCounts[:2]
+}
+
+// The first violations of a failed check are on lines of their own in the cell (white-space: pre-line), and the
+// counters, carried as strings, are shown exactly.
+func TestBrowserViolationLinesAndBigCounters(t *testing.T) {
+	p := load(t, "testdata/listing2")
+	r := p.Runs[0]
+	r.Checks = append(r.Checks, CheckRow{Analyzer: "gbn", QP: 9, Count: 2, Violations: []analyze.Violation{
+		{Packet: 11, Message: "first"}, {Packet: 12, Message: "second"}}})
+	big := uint64(1)<<60 + 1
+	r.Counters[0].Finish = &big
+	b := newBrowser(t)
+	st, _ := b.open(t, p, 60*time.Second)
+	noErrors(t, b, st)
+	type cell struct {
+		Text, WhiteSpace string
+		Lines            int
+	}
+	c := eval[cell](t, b, `(() => { const td = [...document.querySelectorAll('tr.bad td')].find(d => d.textContent.startsWith('#11'));
+		const s = td.firstChild, lh = parseFloat(getComputedStyle(s).lineHeight) || 18;
+		return {Text: td.textContent, WhiteSpace: getComputedStyle(s).whiteSpace, Lines: Math.round(s.getBoundingClientRect().height / lh)}; })()`)
+	if c.WhiteSpace != "pre-line" || c.Lines != 2 || c.Text != "#11: first\n#12: second" {
+		t.Errorf("violations cell %+v; want two lines, pre-line", c)
+	}
+	if !strings.Contains(eval[string](t, b, `document.body.textContent`), "1152921504606846977") {
+		t.Error("a counter of 2^60+1 is not shown exactly")
+	}
 }

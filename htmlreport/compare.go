@@ -21,16 +21,29 @@ type Metric struct {
 	// improved, regressed, only_a or only_b. Both are empty for BasicCompare.
 	Tolerance string `json:"tolerance,omitempty"`
 	Status    string `json:"status,omitempty"`
+	// Worse is the direction in which the metric is worse (up, down, either), from lumina diff.
+	Worse string `json:"worse,omitempty"`
 }
 
-// CompareFunc makes the metric table of `lumina report A B`. The command sets it to lumina diff's
-// comparison (package rundiff, with its tolerances); BasicCompare is what the package does alone.
-var CompareFunc = BasicCompare
+// Comparison is the metric table of two runs and the notes above it (lumina diff's: different scenarios,
+// the regression summary).
+type Comparison struct {
+	Metrics []Metric
+	Notes   []string
+}
+
+// CompareFunc makes the metric table of `lumina report A B` and its notes. The command sets it to lumina
+// diff's comparison (package rundiff, with its tolerances); BasicComparison is what the package does alone.
+var CompareFunc = BasicComparison
+
+// BasicComparison is BasicCompare's table with no notes.
+func BasicComparison(a, b *Run) Comparison { return Comparison{Metrics: BasicCompare(a, b)} }
 
 // ComparePage is the page of two runs side by side.
 func ComparePage(a, b *Run) *Page {
+	c := CompareFunc(a, b)
 	return &Page{Kind: KindCompare, Title: "lumina report: " + a.Source + " vs " + b.Source, MaxPoints: DefaultMaxPoints,
-		Runs: []*Run{a, b}, Compare: CompareFunc(a, b)}
+		Runs: []*Run{a, b}, Compare: c.Metrics, CompareNotes: c.Notes}
 }
 
 // BasicCompare lists the headline metrics of both runs, with no tolerance: a metric moved when it differs.

@@ -29,7 +29,9 @@ type Page struct {
 	MaxPoints int      `json:"max_points"`
 	Runs      []*Run   `json:"runs,omitempty"`
 	Compare   []Metric `json:"compare,omitempty"`
-	Search    *Search  `json:"search,omitempty"`
+	// CompareNotes are the lines above the metric table (lumina diff's notes and regression summary).
+	CompareNotes []string `json:"compare_notes,omitempty"`
+	Search       *Search  `json:"search,omitempty"`
 }
 
 // Run is one results directory or capture.
@@ -48,18 +50,80 @@ type Run struct {
 	Retransmissions      []analyze.Retransmission `json:"retransmissions"`
 	RetransmissionsTotal int                      `json:"retransmissions_total"`
 	Positions            []analyze.PositionRow    `json:"positions"`
-	Timeouts             []analyze.MessageRetries `json:"timeouts"`
-	CNP                  *CNPView                 `json:"cnp"`
-	Counters             []CounterRow             `json:"counters"`
-	Traffic              []TrafficRow             `json:"traffic"`
-	MCT                  []MCTCurve               `json:"mct"`
-	Expectations         []scenario.ExpectResult  `json:"expectations"`
-	Skipped              []analyze.Skipped        `json:"skipped"`
-	Summary              []KV                     `json:"summary,omitempty"` // a plain capture's packet summary
-	Workload             json.RawMessage          `json:"workload,omitempty"`
-	Trace                *TraceView               `json:"trace"` // nil: no trace (a workload run)
+	// PositionSplit is the retransmission latency per drop position, NACK- (or READ re-issue-) triggered
+	// recoveries apart from timeout-triggered ones, one row per row of Positions.
+	PositionSplit []PositionSplit          `json:"position_split"`
+	Timeouts      []analyze.MessageRetries `json:"timeouts"`
+	CNP           *CNPView                 `json:"cnp"`
+	Counters      []CounterRow             `json:"counters"`
+	Traffic       []TrafficRow             `json:"traffic"`
+	MCT           []MCTCurve               `json:"mct"`
+	Expectations  []scenario.ExpectResult  `json:"expectations"`
+	Skipped       []analyze.Skipped        `json:"skipped"`
+	Summary       []KV                     `json:"summary,omitempty"` // a plain capture's packet summary
+	Workload      json.RawMessage          `json:"workload,omitempty"`
+	Trace         *TraceView               `json:"trace"` // nil: no trace (a workload run)
 	// Analysis is what the page's metric table compares (not shown otherwise).
 	analysis *analyze.Analysis
+}
+
+// PositionSplit is one drop position's mean retransmission latency by what triggered the retransmission.
+type PositionSplit struct {
+	NACKCount        int      `json:"nack_count"` // recoveries by a NAK or a re-issued READ, with a latency
+	NACKLatencyUs    *float64 `json:"nack_latency_us_mean"`
+	TimeoutCount     int      `json:"timeout_count"`
+	TimeoutLatencyUs *float64 `json:"timeout_latency_us_mean"`
+}
+
+// positionSplit means the latencies of each position row's retransmissions, NACK-triggered apart from
+// timeout-triggered (a timeout's hundreds of ms beside µs NACK recoveries made one mean meaningless).
+func positionSplit(an *analyze.Analysis, indexBase int) []PositionSplit {
+	verb := map[int]string{}
+	for _, c := range an.Connections {
+		verb[c.Index+indexBase] = c.Verb
+	}
+	type key struct {
+		verb string
+		pos  int
+	}
+	type acc struct {
+		n, t   int
+		sn, st float64
+	}
+	m := map[key]*acc{}
+	for _, x := range an.Retransmissions {
+		if x.LatencyUs == nil {
+			continue
+		}
+		k := key{verb[x.QP], x.Position}
+		a := m[k]
+		if a == nil {
+			a = &acc{}
+			m[k] = a
+		}
+		if x.Trigger != nil && *x.Trigger == analyze.TriggerTimeout {
+			a.t++
+			a.st += *x.LatencyUs
+		} else {
+			a.n++
+			a.sn += *x.LatencyUs
+		}
+	}
+	out := make([]PositionSplit, len(an.Tables))
+	for i, row := range an.Tables {
+		a := m[key{row.Verb, row.Position}]
+		if a == nil {
+			continue
+		}
+		out[i].NACKCount, out[i].TimeoutCount = a.n, a.t
+		if a.n > 0 {
+			out[i].NACKLatencyUs = num(a.sn / float64(a.n))
+		}
+		if a.t > 0 {
+			out[i].TimeoutLatencyUs = num(a.st / float64(a.t))
+		}
+	}
+	return out
 }
 
 // MaxRows bounds the rows of the per-packet tables embedded in the page (retransmissions, violations).
@@ -91,12 +155,13 @@ type CNPView struct {
 
 // CounterRow is one NIC counter: its snapshots, its delta and what the trace implies.
 type CounterRow struct {
-	Host     string  `json:"host"`
-	Name     string  `json:"name"`
-	Start    *uint64 `json:"start"`
-	Finish   *uint64 `json:"finish"`
-	Delta    *int64  `json:"delta"`
-	Expected *int64  `json:"expected"` // null: the trace implies nothing for it
+	Host string `json:"host"`
+	Name string `json:"name"`
+	// The counts go into the page as decimal strings: JSON.parse would round those above 2^53.
+	Start    *uint64 `json:"start,string"`
+	Finish   *uint64 `json:"finish,string"`
+	Delta    *int64  `json:"delta,string"`
+	Expected *int64  `json:"expected,string"` // null: the trace implies nothing for it
 	OK       bool    `json:"ok"`
 	Note     string  `json:"note,omitempty"`
 }
@@ -146,6 +211,7 @@ func (r *Run) fillAnalysis(an *analyze.Analysis, scope string) {
 		r.Retransmissions = r.Retransmissions[:MaxRows]
 	}
 	r.Positions, r.Timeouts, r.Skipped = an.Tables, an.Timeouts, an.Skipped
+	r.PositionSplit = positionSplit(an, r.IndexBase)
 	c := an.CNP
 	r.CNP = &CNPView{ECNMarked: c.ECNMarked, CNPs: c.CNPs, Expected: c.Expected, ScopeInferred: c.ScopeInferred,
 		ScopeConfigured: scope, MinIntervalUs: c.MinIntervalUs, NAKTriggered: c.NAKTriggered, Unsolicited: c.Unsolicited,

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -315,10 +316,179 @@ func TestInvalidRunStillPlotted(t *testing.T) {
 
 // The CNP timeline shows what the CNP analyzer counted: every CE-marked data packet and every CNP.
 func TestCNPTimelineMatchesAnalyzer(t *testing.T) {
-	for _, in := range []string{"testdata/listing2", "testdata/cnp-scope", "testdata/cnp-scope/trace.pcapng"} {
+	// hexvec_cx4lx_cnp: one CNP and no connection to learn; it is on the timeline all the same, by its QPN.
+	for _, in := range []string{"testdata/listing2", "testdata/cnp-scope", "testdata/cnp-scope/trace.pcapng", "../testdata/real-captures/hexvec_cx4lx_cnp_from_scapy_test.pcap"} {
 		r := load(t, in).Runs[0]
-		if r.CNP == nil || r.Trace.CNPCounts[0] != r.CNP.ECNMarked || r.Trace.CNPCounts[1] != r.CNP.CNPs || r.CNP.CNPs == 0 {
+		if r.CNP == nil || r.Trace.CNPCounts[0] != r.CNP.ECNMarked || r.Trace.CNPCounts[1]+r.Trace.CNPCounts[2] != r.CNP.CNPs || r.CNP.CNPs == 0 || r.Trace.CNP.N != r.CNP.ECNMarked+r.CNP.CNPs {
 			t.Errorf("%s: timeline has %v (CE marks, CNPs), the analyzer counted %+v", in, r.Trace.CNPCounts, r.CNP)
+		}
+	}
+}
+
+func i32col(t *testing.T, s string) []int32 {
+	v := u32col(t, s)
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+// Two connections on one QP pair (each side a requester of its own): each keeps its own packets, attributed
+// by opcode as the analyzers do (requests to the one whose responder is the destination, ACKs, READ responses
+// and CNPs to the one whose requester is), and PSN offsets stay small (from the right initial PSN).
+func TestSharedQPPairAttribution(t *testing.T) {
+	r := load(t, "../testdata/real-captures/oferby-proxy_roce.pcap").Runs[0]
+	if len(r.Trace.Conns) != 2 {
+		t.Fatalf("%d connections, want 2", len(r.Trace.Conns))
+	}
+	// The capture: .4 sends 1 message (1 packet, 1 ACK); .6 sends 67 packets, ACKed 36 times.
+	q1, q2 := r.Trace.Conns[0].Counts, r.Trace.Conns[1].Counts
+	if q1[KindData] != 1 || q1[KindACK] != 1 || q2[KindData] != 67 || q2[KindACK] != 36 {
+		t.Errorf("QP1 %v, QP2 %v; want 1 data 1 ACK, 67 data 36 ACKs", q1, q2)
+	}
+	for _, f := range []string{"oferby-proxy_roce.pcap", "magnate3_cx_nvmeof_rdma_discover.pcap", "magnate3_cx_rocev2_send_multiqp.pcap"} {
+		r := load(t, filepath.Join("..", "testdata", "real-captures", f)).Runs[0]
+		for _, c := range r.Trace.Conns {
+			if c.Counts[KindRetx] != 0 {
+				t.Errorf("%s QP %d: %d retransmitted, the capture has none", f, c.QP, c.Counts[KindRetx])
+			}
+			for _, y := range i32col(t, c.Packets.Y) {
+				if y < -1000 || y > 1000 {
+					t.Errorf("%s QP %d: PSN offset %d; the capture's connections span a few hundred PSNs", f, c.QP, y)
+					break
+				}
+			}
+		}
+	}
+}
+
+// The search page's lowest-so-far line is the search's own best: the mfs/verify/reduce probes (whose energies
+// can be lower, testdata/search's mfs evaluation 2 is) do not count, as search/engine.go excludes them.
+func TestSearchBestExcludesProbes(t *testing.T) {
+	p := load(t, "testdata/search")
+	probe := map[float64]bool{}
+	best := math.Inf(1)
+	for _, e := range p.Search.Evals {
+		for _, pt := range e.Points {
+			if e.Kind == "mfs" || e.Kind == "verify" || e.Kind == "reduce" {
+				probe[pt[0]] = true
+			} else {
+				best = min(best, pt[1])
+			}
+		}
+	}
+	if len(probe) == 0 || len(p.Search.Best) == 0 {
+		t.Fatalf("testdata/search has %d probe evaluations, best line %v", len(probe), p.Search.Best)
+	}
+	for i, pt := range p.Search.Best {
+		if probe[pt[0]] && i != len(p.Search.Best)-1 { // the last point only holds the line to the last evaluation
+			t.Errorf("the lowest-so-far line steps at evaluation %v, a probe", pt[0])
+		}
+	}
+	if got := p.Search.Best[len(p.Search.Best)-1][1]; got != best {
+		t.Errorf("lowest so far ends at %v, the lowest search energy is %v", got, best)
+	}
+}
+
+// A re-issued READ request (from the dropped response's PSN, inside the PSNs the first request covered) is a
+// retransmission, not new data: testdata/read-reissue has two READs, each re-issued once.
+func TestReadReissueIsRetransmission(t *testing.T) {
+	r := load(t, "testdata/read-reissue").Runs[0]
+	if len(r.Trace.Conns) != 1 || r.RetransmissionsTotal != 2 {
+		t.Fatalf("%d connections, %d retransmissions; want 1, 2", len(r.Trace.Conns), r.RetransmissionsTotal)
+	}
+	c := r.Trace.Conns[0]
+	ops, _ := base64.StdEncoding.DecodeString(c.Packets.Op)
+	kinds, _ := base64.StdEncoding.DecodeString(c.Packets.Kind)
+	per := map[int]int{}
+	for i, op := range ops {
+		if op == 12 { // RC RDMA READ Request
+			per[int(kinds[i])]++
+		}
+	}
+	if per[KindData] != 2 || per[KindRetx] != 2 {
+		t.Errorf("READ requests: %d data, %d retransmitted; want 2 and 2 (the re-issues)", per[KindData], per[KindRetx])
+	}
+}
+
+// The latency by drop position keeps NACK-triggered and timeout-triggered retransmissions apart: listing2's
+// position 5 recovered once by NAK (5.069 µs) and once by timeout (536870.912 µs), whose single mean was
+// 268 ms.
+func TestPositionSplitByTrigger(t *testing.T) {
+	r := load(t, "testdata/listing2").Runs[0]
+	if len(r.PositionSplit) != len(r.Positions) || len(r.Positions) != 1 {
+		t.Fatalf("%d split rows for %d positions", len(r.PositionSplit), len(r.Positions))
+	}
+	s := r.PositionSplit[0]
+	if s.NACKCount != 1 || s.TimeoutCount != 1 || s.NACKLatencyUs == nil || *s.NACKLatencyUs != 5.069 ||
+		s.TimeoutLatencyUs == nil || *s.TimeoutLatencyUs != 536870.912 {
+		t.Errorf("position 5 split: %+v; want 1 NACK at 5.069 µs, 1 timeout at 536870.912 µs", s)
+	}
+}
+
+// Write streams the packet columns into the page where their markers are; the page's data is DataJSON's,
+// byte for byte, also when a string of the page reads like a marker (then the data is encoded whole).
+func TestWriteStreamsTheSameData(t *testing.T) {
+	for _, title := range []string{"", "\x000\x00 \x001\x00"} {
+		p := load(t, "testdata/listing2")
+		if title != "" {
+			p.Title = title
+		}
+		want, err := DataJSON(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := Write(&b, p); err != nil {
+			t.Fatal(err)
+		}
+		const open = `<script type="application/json" id="lumina-data">`
+		s := b.String()
+		i := strings.Index(s, open)
+		j := strings.Index(s[i:], "</script>")
+		if i < 0 || j < 0 || s[i+len(open):i+j] != string(want) {
+			t.Errorf("title %q: the page's data differs from DataJSON", title)
+		}
+		if p.Runs[0].Trace.Conns[0].Packets.T == "" || strings.Contains(p.Runs[0].Trace.Conns[0].Packets.T, "\x00") {
+			t.Error("Write left a marker in the page's columns")
+		}
+	}
+}
+
+// Counters go into the page as decimal strings (JSON.parse rounds numbers above 2^53); each connection's label
+// names its initial PSN; the page carries ECharts' NOTICE and licences in a comment.
+func TestCountersLabelsAndLicence(t *testing.T) {
+	p := load(t, "testdata/listing2")
+	r := p.Runs[0]
+	big := uint64(1)<<60 + 1
+	r.Counters[0].Finish = &big
+	data, err := DataJSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(`"finish":"1152921504606846977"`)) {
+		t.Error("a counter of 2^60+1 is not in the page as an exact decimal string")
+	}
+	an := r.analysis
+	for i, c := range r.Trace.Conns {
+		want := fmt.Sprintf(", initial PSN %d", an.Connections[i].ReqIPSN)
+		if !strings.HasSuffix(c.Label, want) {
+			t.Errorf("label %q lacks %q", c.Label, want)
+		}
+	}
+	var b bytes.Buffer
+	if err := Write(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	i, j := strings.Index(s, "<!--\nThe script below is Apache ECharts"), strings.Index(s, "-->\n<script>\n"+echartsJS[:40])
+	if i < 0 || j < i {
+		t.Fatal("no licence comment just before the ECharts script")
+	}
+	for _, want := range []string{"Copyright 2017-2026 The Apache Software Foundation", "TERMS AND CONDITIONS FOR USE, REPRODUCTION", "Mike Bostock"} {
+		if !strings.Contains(s[i:j], want) {
+			t.Errorf("the licence comment lacks %q", want)
 		}
 	}
 }

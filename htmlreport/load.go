@@ -306,7 +306,7 @@ func LoadSearch(dir string) (*Page, error) {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<26)
 		line := 0
-		best, last := 0.0, 0.0
+		best, last, haveBest := 0.0, 0.0, false
 		for sc.Scan() {
 			line++
 			b := bytes.TrimSpace(sc.Bytes())
@@ -333,8 +333,10 @@ func LoadSearch(dir string) (*Page, error) {
 			p := [2]float64{float64(rec.Eval), rec.Energy}
 			last = max(last, p[0])
 			s.Evals[k].Points = append(s.Evals[k].Points, p)
-			if s.Evaluations == 0 || rec.Energy < best {
-				best = rec.Energy
+			// The lowest so far is the search's own best (search/engine.go): the minimal-feature-set probes
+			// (mfs, verify, reduce) do not count.
+			if probe := rec.Kind == "mfs" || rec.Kind == "verify" || rec.Kind == "reduce"; !probe && (!haveBest || rec.Energy < best) {
+				best, haveBest = rec.Energy, true
 				s.Best = append(s.Best, p)
 			}
 			s.Evaluations++

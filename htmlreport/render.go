@@ -5,6 +5,7 @@
 package htmlreport
 
 import (
+	"bufio"
 	"bytes"
 	_ "embed"
 	"encoding/json"
@@ -13,6 +14,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 )
 
 //go:embed assets/echarts.min.js
@@ -20,6 +23,16 @@ var echartsJS string
 
 //go:embed assets/report.js
 var reportJS string
+
+// The licence and notice of the embedded ECharts (and of the d3 code inside it), carried in every page.
+var (
+	//go:embed assets/NOTICE
+	echartsNOTICE string
+	//go:embed assets/LICENSE-d3
+	echartsLicenseD3 string
+	//go:embed assets/LICENSE
+	echartsLICENSE string
+)
 
 //go:embed assets/report.css
 var reportCSS string
@@ -36,45 +49,113 @@ func DataJSON(p *Page) ([]byte, error) {
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
-// Write writes the page as one HTML document.
+// Write writes the page as one HTML document. The packet columns (most of a large page) go straight from
+// the page's strings into w: the page's JSON is encoded with a short marker in place of each column and the
+// columns are written where their markers are, so that the page is never in memory a second time.
 func Write(w io.Writer, p *Page) error {
-	data, err := DataJSON(p)
+	data, cols, err := dataWithMarkers(p)
 	if err != nil {
 		return err
 	}
 	if bytes.Contains(data, []byte("</")) { // SetEscapeHTML makes this impossible; a page must never break out
 		return fmt.Errorf("the report's data contains </")
 	}
-	var b bytes.Buffer
-	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
-	b.WriteString("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
-	b.WriteString("<meta name=\"generator\" content=\"lumina report\">\n")
-	fmt.Fprintf(&b, "<title>%s</title>\n<style>\n%s</style>\n</head>\n<body>\n", html.EscapeString(p.Title), reportCSS)
-	b.WriteString("<div id=\"app\"><noscript>This report needs JavaScript to draw its tables and plots.</noscript></div>\n")
-	b.WriteString("<script type=\"application/json\" id=\"lumina-data\">")
-	b.Write(data)
-	b.WriteString("</script>\n<script>\n")
-	b.WriteString(echartsJS)
-	b.WriteString("\n</script>\n<script>\n")
-	b.WriteString(reportJS)
-	b.WriteString("</script>\n</body>\n</html>\n")
-	_, err = w.Write(b.Bytes())
-	return err
+	bw, ok := w.(*bufio.Writer)
+	if !ok {
+		bw = bufio.NewWriterSize(w, 1<<16)
+	}
+	bw.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
+	bw.WriteString("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
+	bw.WriteString("<meta name=\"generator\" content=\"lumina report\">\n")
+	fmt.Fprintf(bw, "<title>%s</title>\n<style>\n%s</style>\n</head>\n<body>\n", html.EscapeString(p.Title), reportCSS)
+	bw.WriteString("<div id=\"app\"><noscript>This report needs JavaScript to draw its tables and plots.</noscript></div>\n")
+	bw.WriteString("<script type=\"application/json\" id=\"lumina-data\">")
+	// data holds each column's marker once, in order: write what lies between them, and the columns.
+	for _, c := range cols {
+		i := bytes.Index(data, c.marker)
+		bw.Write(data[:i])
+		bw.WriteByte('"')
+		bw.WriteString(*c.s) // base64: nothing to escape
+		bw.WriteByte('"')
+		data = data[i+len(c.marker):]
+	}
+	bw.Write(data)
+	bw.WriteString("</script>\n")
+	writeLicenceComment(bw)
+	bw.WriteString("<script>\n")
+	bw.WriteString(echartsJS)
+	bw.WriteString("\n</script>\n<script>\n")
+	bw.WriteString(reportJS)
+	bw.WriteString("</script>\n</body>\n</html>\n")
+	return bw.Flush()
+}
+
+// markedColumn is one column string of the page and the marker that stands for it in the encoded data.
+type markedColumn struct {
+	s      *string
+	marker []byte
+}
+
+// dataWithMarkers encodes the page's data with each packet column replaced by a marker (the JSON string
+// "\u0000N\u0000", which no column can hold), and lists the columns in the order their markers occur. If any marker is
+// not found exactly once (a string of the page that happens to read like one), it gives the data whole.
+func dataWithMarkers(p *Page) ([]byte, []markedColumn, error) {
+	var cols []markedColumn
+	var saved []string
+	add := func(c *Columns) {
+		for _, f := range []*string{&c.T, &c.Y, &c.Kind, &c.Ev, &c.Op, &c.PSN, &c.Pkt} {
+			saved = append(saved, *f)
+			cols = append(cols, markedColumn{s: f})
+		}
+	}
+	for _, r := range p.Runs {
+		if r == nil || r.Trace == nil {
+			continue
+		}
+		for i := range r.Trace.Conns {
+			add(&r.Trace.Conns[i].Packets)
+		}
+		add(&r.Trace.CNP)
+	}
+	for i := range cols {
+		m := "\x00" + strconv.Itoa(i) + "\x00"
+		*cols[i].s = m
+		cols[i].marker = []byte(`"\u0000` + strconv.Itoa(i) + `\u0000"`)
+	}
+	restore := func() {
+		for i, c := range cols {
+			*c.s = saved[i]
+		}
+		for i := range cols {
+			cols[i].s = &saved[i]
+		}
+	}
+	data, err := DataJSON(p)
+	restore()
+	if err != nil {
+		return nil, nil, err
+	}
+	at := make([]int, len(cols))
+	for i := range cols {
+		if bytes.Count(data, cols[i].marker) != 1 {
+			data, err = DataJSON(p)
+			return data, nil, err
+		}
+		at[i] = bytes.Index(data, cols[i].marker)
+	}
+	sort.Sort(byPos{cols, at})
+	return data, cols, nil
 }
 
 // WriteFile writes the page to path whole: into a temporary file beside it, then renamed, so that a failed
 // write leaves no partial report.
 func WriteFile(path string, p *Page) error {
-	var b bytes.Buffer
-	if err := Write(&b, p); err != nil {
-		return err
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.html")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b.Bytes()); err != nil {
+	if err := Write(bufio.NewWriterSize(tmp, 1<<16), p); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -86,4 +167,24 @@ func WriteFile(path string, p *Page) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+type byPos struct {
+	c  []markedColumn
+	at []int
+}
+
+func (b byPos) Len() int           { return len(b.c) }
+func (b byPos) Less(i, j int) bool { return b.at[i] < b.at[j] }
+func (b byPos) Swap(i, j int) {
+	b.c[i], b.c[j] = b.c[j], b.c[i]
+	b.at[i], b.at[j] = b.at[j], b.at[i]
+}
+
+// writeLicenceComment writes the NOTICE and licences of the embedded Apache ECharts (6.1.0) as an HTML
+// comment before it, so that a page handed on carries them.
+func writeLicenceComment(w *bufio.Writer) {
+	w.WriteString("<!--\nThe script below is Apache ECharts 6.1.0 (https://echarts.apache.org/), under the Apache License 2.0.\n\n")
+	w.WriteString("NOTICE:\n" + echartsNOTICE + "\n\nThe d3 code inside it, under this licence:\n" + echartsLicenseD3 + "\n\n")
+	w.WriteString(echartsLICENSE + "\n-->\n")
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,8 +25,8 @@ func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `report writes one self-contained HTML file (no network: the plotting library, Apache ECharts, is
 inside it) that shows what the verdict stage decided for a results directory: the verdict and the
 integrity conditions, expectations and checks, per connection a zoomable time-sequence diagram (time
-against PSN: data, retransmissions, ACKs, NAKs, CNPs and the injected events; hover for the packet), the
-retransmission latency by drop position, the timeout ladder, CNPs against ECN marks with the inferred
+against PSN: data, retransmissions, ACKs, NAKs, CNPs and one series per injected event type; hover for
+the packet), the retransmission latency by drop position, the timeout ladder, CNPs against ECN marks with the inferred
 limiter scope, message completion time CDFs, the traffic and the NIC counters (start, finish, delta,
 expected from the trace). It reads analysis.json as the run or lumina analyze wrote it and changes nothing.
 
@@ -32,10 +34,12 @@ Given two results directories it shows both side by side under a table of their 
 lumina search directory, the anomalies with their minimal feature sets and the score over evaluations;
 given capture files, what lumina analyze finds in them.
 
-Large traces: each series draws at most 4000 points at a time (the lowest and highest PSN per time
-bucket); zooming in draws every packet of the window.
+Large traces: the data, ACK and ECN-mark series draw at most 4000 points at a time (the lowest and
+highest PSN per time bucket); retransmissions, NAKs, CNPs, drops and the other injected events draw
+every packet; zooming in draws every packet of the window.
 
-Exit status: 0 the report was written, 2 bad input (nothing written).`,
+Exit status: 0 the report was written, 2 bad input (nothing written; also when -o names an input or
+a file the report reads inside an input directory).`,
 		Example: `  lumina report results/listing2
   lumina report results/fw-a results/fw-b -o ab.html
   lumina report search-results
@@ -52,6 +56,10 @@ Exit status: 0 the report was written, 2 bad input (nothing written).`,
 			}
 			if out == "" {
 				out = defaultReportPath(args, page.Kind)
+			}
+			if err := outputIsInput(out, args); err != nil {
+				mtr.Done()
+				return fail(exitBadArgs, err)
 			}
 			mtr.Phase("writing "+out, 0)
 			err = htmlreport.WriteFile(out, page)
@@ -81,6 +89,42 @@ func defaultReportPath(args []string, kind string) string {
 	return filepath.Join(args[0], reportFile)
 }
 
+// outputIsInput refuses an output that is one of the inputs, or a file the report reads inside an input
+// directory (every file there but HTML: the report reads none), compared as files (os.SameFile), so that
+// another path to the same file is caught too.
+func outputIsInput(out string, args []string) error {
+	fo, err := os.Stat(out)
+	if err != nil {
+		return nil // a new file, or one we cannot stat: nothing of the input to overwrite
+	}
+	for _, a := range args {
+		fa, err := os.Stat(a)
+		if err != nil {
+			continue
+		}
+		if os.SameFile(fo, fa) {
+			return fmt.Errorf("-o %s is the input %s: the report would overwrite what it reads", out, a)
+		}
+		if !fa.IsDir() || strings.EqualFold(filepath.Ext(out), ".html") {
+			continue
+		}
+		var hit string
+		_ = filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
+			if err != nil || hit != "" || d.IsDir() {
+				return nil
+			}
+			if fi, err := os.Stat(p); err == nil && os.SameFile(fo, fi) {
+				hit = p
+			}
+			return nil
+		})
+		if hit != "" {
+			return fmt.Errorf("-o %s is %s, a file of the input directory %s: the report would overwrite what it reads", out, hit, a)
+		}
+	}
+	return nil
+}
+
 // reportFile is the report's name in a results directory (lumina run --report).
 const reportFile = "report.html"
 
@@ -95,13 +139,14 @@ func writeRunReport(dir string, page *htmlreport.Page, stderr io.Writer) error {
 }
 
 // diffCompare is the metric table of `lumina report A B`: lumina diff's comparison (rundiff, its default
-// tolerances) of the two results directories, so the page and `lumina diff A B` agree row for row. A
+// tolerances) of the two results directories, so the page and `lumina diff A B` agree row for row, with the
+// notes diff prints (the scenarios or seeds differ) and its regression summary line, in its words. A
 // directory rundiff cannot read falls back to the report's own table of the two runs' figures.
-func diffCompare(a, b *htmlreport.Run) []htmlreport.Metric {
+func diffCompare(a, b *htmlreport.Run) htmlreport.Comparison {
 	ra, errA := rundiff.LoadDir(a.Source)
 	rb, errB := rundiff.LoadDir(b.Source)
 	if errA != nil || errB != nil {
-		return htmlreport.BasicCompare(a, b)
+		return htmlreport.BasicComparison(a, b)
 	}
 	res := rundiff.Compare(ra, rb, nil)
 	regressed := map[string]bool{}
@@ -118,7 +163,20 @@ func diffCompare(a, b *htmlreport.Run) []htmlreport.Metric {
 	out := []htmlreport.Metric{{Name: "verdict", AText: ra.Verdict, BText: rb.Verdict, Moved: res.VerdictChanged, Status: vs}}
 	for _, r := range res.Rows {
 		out = append(out, htmlreport.Metric{Name: r.Metric, Unit: r.Unit, A: r.Old, B: r.New, Moved: r.Moved,
-			Tolerance: r.Tolerance.String(), Status: r.Status})
+			Tolerance: r.Tolerance.String(), Status: r.Status, Worse: string(r.Worse)})
 	}
-	return out
+	return htmlreport.Comparison{Metrics: out, Notes: diffNotes(res)}
+}
+
+// diffNotes are the lines of lumina diff's text around its table: its notes and the regression summary.
+func diffNotes(res *rundiff.Result) []string {
+	var b strings.Builder
+	rundiff.WriteText(&b, res)
+	var notes []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "note: ") || strings.HasPrefix(l, "REGRESSION:") || strings.HasPrefix(l, "no regression") {
+			notes = append(notes, l)
+		}
+	}
+	return notes
 }

@@ -117,7 +117,9 @@ func TestReportCompareIsTheDiff(t *testing.T) {
 			B         *float64 `json:"b"`
 			Tolerance string   `json:"tolerance"`
 			Status    string   `json:"status"`
+			Worse     string   `json:"worse"`
 		} `json:"compare"`
+		Notes []string `json:"compare_notes"`
 	}
 	if err := json.Unmarshal(html[i+len(open):i+len(open)+j], &data); err != nil {
 		t.Fatalf("page data: %v", err)
@@ -128,11 +130,62 @@ func TestReportCompareIsTheDiff(t *testing.T) {
 			continue
 		}
 		found = true
-		if m.A == nil || m.B == nil || *m.A != 1 || *m.B != 3 || m.Status != "regressed" || m.Tolerance == "" {
-			t.Errorf("retransmissions row: %v -> %v status %q tolerance %q; want 1 -> 3 regressed with a tolerance", m.A, m.B, m.Status, m.Tolerance)
+		if m.A == nil || m.B == nil || *m.A != 1 || *m.B != 3 || m.Status != "regressed" || m.Tolerance == "" || m.Worse != "up" {
+			t.Errorf("retransmissions row: %v -> %v status %q tolerance %q worse %q; want 1 -> 3 regressed with a tolerance, worse up", m.A, m.B, m.Status, m.Tolerance, m.Worse)
 		}
 	}
 	if !found || len(data.Compare) < 10 {
 		t.Fatalf("compare table has %d rows, retransmissions found %v", len(data.Compare), found)
+	}
+	// The notes above the table are lumina diff's own lines: the scenarios differ, and the regression summary.
+	_, diffOut, _ := lumina(t, "diff", a, c)
+	var want []string
+	for _, l := range strings.Split(diffOut, "\n") {
+		if strings.HasPrefix(l, "note: ") || strings.HasPrefix(l, "REGRESSION:") {
+			want = append(want, l)
+		}
+	}
+	if len(want) != 2 || strings.Join(data.Notes, "|") != strings.Join(want, "|") {
+		t.Errorf("page notes %q; lumina diff says %q (want its scenario note and its REGRESSION line)", data.Notes, want)
+	}
+}
+
+// -o never overwrites an input: a capture given as input, or a file inside an input results directory, by
+// any path to it; exit 2 and the file untouched.
+func TestReportRefusesToOverwriteInput(t *testing.T) {
+	sc := writeFile(t, "ok.yaml", scenarioOK)
+	res := filepath.Join(t.TempDir(), "res")
+	if code, _, stderr := lumina(t, "run", sc, "--out", res, "-q"); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	capture := filepath.Join(t.TempDir(), "c.pcapng")
+	b, err := os.ReadFile(filepath.Join(res, "trace.pcapng"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(capture, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "alias.pcapng")
+	if err := os.Symlink(capture, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]string{
+		{"report", capture, "-o", capture},
+		{"report", capture, "-o", link},
+		{"report", res, "-o", filepath.Join(res, "trace.pcapng")},
+		{"report", res, "-o", filepath.Join(res, "analysis.json")},
+	} {
+		victim := c[len(c)-1]
+		before, _ := os.ReadFile(victim)
+		code, _, stderr := lumina(t, c...)
+		after, _ := os.ReadFile(victim)
+		if code != 2 || !strings.Contains(stderr, "overwrite what it reads") || !bytes.Equal(before, after) {
+			t.Errorf("%v: exit %d, %q, file changed %v; want exit 2, untouched", c, code, stderr, !bytes.Equal(before, after))
+		}
+	}
+	// The report's own file in the directory is fine (it is what lumina run --report writes).
+	if code, _, stderr := lumina(t, "report", res, "-o", filepath.Join(res, "report.html"), "-q"); code != 0 {
+		t.Errorf("report into RES/report.html: exit %d: %s", code, stderr)
 	}
 }

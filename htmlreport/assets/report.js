@@ -11,10 +11,16 @@
   var app = document.getElementById('app');
   app.textContent = '';
   var MAXP = D.max_points || 4000;
-  var SERIES = ['data', 'retransmitted', 'ACK', 'NAK', 'CNP', 'injected event'];
-  var COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#111827'];
-  var SYMBOLS = ['circle', 'diamond', 'triangle', 'rect', 'pin', 'emptyCircle'];
-  // Drawing order: data, then ACKs over it, then retransmissions, NAKs and CNPs, the injected events on top.
+  var SERIES = ['data', 'retransmitted', 'ACK', 'NAK', 'CNP'];
+  var COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c'];
+  var SYMBOLS = ['circle', 'diamond', 'triangle', 'rect', 'pin'];
+  // Only the common series (data, ACKs, ECN marks) are decimated; the rare ones (retransmissions, NAKs, CNPs,
+  // drops, corruptions and every other injected event) draw every point, however many there are.
+  var COMMON = [true, false, true, false, false];
+  var EV_ECN = 2;
+  var EV_COLORS = { 1: '#111827', 2: '#0891b2', 3: '#be185d', 4: '#ca8a04', 5: '#4d7c0f', 6: '#7c3aed', 7: '#0f766e' };
+  // Drawing order: data, then ACKs over it, then retransmissions, NAKs and CNPs, the injected events (one series
+  // per event type) on top.
 
   function el(tag, attrs, kids) {
     var e = document.createElement(tag);
@@ -39,7 +45,8 @@
       var tr = el('tr', r.cls ? { 'class': r.cls } : null);
       r.forEach(function (c) {
         if (c instanceof Node) { tr.appendChild(el('td', null, [c])); } else {
-          tr.appendChild(el('td', typeof c === 'number' ? { 'class': 'num', text: fmt(c) } : { text: fmt(c) }));
+          // counters come as decimal strings (exact above 2^53): aligned as numbers
+          tr.appendChild(el('td', typeof c === 'number' || (typeof c === 'string' && /^-?[0-9]+$/.test(c)) ? { 'class': 'num', text: fmt(c) } : { text: fmt(c) }));
         }
       });
       t.appendChild(tr);
@@ -71,7 +78,7 @@
   }
   function columns(c) {
     return {
-      n: c.n, t: new Float64Array(bytes(c.t).buffer), y: new Uint32Array(bytes(c.y).buffer), kind: bytes(c.kind),
+      n: c.n, t: new Float64Array(bytes(c.t).buffer), y: new Int32Array(bytes(c.y).buffer), kind: bytes(c.kind),
       ev: bytes(c.ev), op: bytes(c.op), psn: new Uint32Array(bytes(c.psn).buffer), pkt: new Uint32Array(bytes(c.pkt).buffer)
     };
   }
@@ -180,16 +187,29 @@
     var T0 = performance.now();
     var cols = columns(conn.packets);
     R.marks.decode = (R.marks.decode || 0) + performance.now() - T0; T0 = performance.now();
-    var rows = seriesRows(cols, SERIES.length, function (i) { return cols.kind[i]; }, function (i) { return cols.ev[i] ? 5 : -1; });
-    var tmax = cols.n ? cols.t[cols.n - 1] : 1;
+    var evs = [], evIndex = {}, i;
+    for (i = 0; i < cols.n; i++) { if (cols.ev[i] && evIndex[cols.ev[i]] === undefined) { evIndex[cols.ev[i]] = 0; evs.push(cols.ev[i]); } }
+    evs.sort(function (a, b) { return a - b; });
+    evs.forEach(function (e, k) { evIndex[e] = SERIES.length + k; });
+    var rows = seriesRows(cols, SERIES.length + evs.length, function (i) { return cols.kind[i]; }, function (i) { return cols.ev[i] ? evIndex[cols.ev[i]] : -1; });
+    var tmax = cols.n ? cols.t[cols.n - 1] : 1; // the connection's last packet (a short one stays readable)
     R.marks.rows = (R.marks.rows || 0) + performance.now() - T0; T0 = performance.now();
     function seriesFor(x0, x1) {
-      return SERIES.map(function (name, s) {
+      var out = SERIES.map(function (name, s) {
         return {
-          name: name, type: 'scatter', symbol: SYMBOLS[s], symbolSize: s === 5 ? 10 : 5, itemStyle: { color: COLORS[s] },
-          data: decimate(rows[s], cols, x0, x1, MAXP), z: [2, 4, 3, 5, 5, 6][s], progressive: 0, large: true, largeThreshold: 1000
+          name: name, type: 'scatter', symbol: SYMBOLS[s], symbolSize: 5, itemStyle: { color: COLORS[s] },
+          data: decimate(rows[s], cols, x0, x1, COMMON[s] ? MAXP : Infinity), z: [2, 4, 3, 5, 5][s], progressive: 0, large: true, largeThreshold: 1000
         };
       });
+      evs.forEach(function (e, k) {
+        var s = SERIES.length + k;
+        out.push({
+          name: 'injected ' + (tr.events[e] || ('event ' + e)), type: 'scatter', symbol: 'emptyCircle', symbolSize: e === EV_ECN ? 8 : 11,
+          itemStyle: { color: EV_COLORS[e] || '#111827' }, data: decimate(rows[s], cols, x0, x1, e === EV_ECN ? MAXP : Infinity),
+          z: e === EV_ECN ? 6 : 7, progressive: 0, large: true, largeThreshold: 1000
+        });
+      });
+      return out;
     }
     var option = {
       grid: baseGrid, legend: legend(),
@@ -226,20 +246,22 @@
 
   function cnpTimeline(id, parent, run) {
     var tr = run.trace, cols = columns(tr.cnp);
-    var rows = seriesRows(cols, 2, function (i) { return cols.kind[i]; });
-    var tmax = cols.n ? cols.t[cols.n - 1] : 1;
+    var unknown = (tr.cnp_counts || [])[2] > 0;
     var names = ['ECN mark (CE data packet)', 'CNP'];
+    if (unknown) { names.push('CNP of no known connection (y: its QPN)'); }
+    var rows = seriesRows(cols, names.length, function (i) { return cols.kind[i] < names.length ? cols.kind[i] : -1; });
+    var tmax = tr.end_us > 0 ? tr.end_us : (cols.n ? cols.t[cols.n - 1] : 1); // the trace's end, as the diagram of the connection that lasts longest
     function seriesFor(x0, x1) {
-      return names.map(function (name, s) {
-        return { name: name, type: 'scatter', symbolSize: s ? 7 : 4, symbol: s ? 'triangle' : 'circle', itemStyle: { color: s ? '#ea580c' : '#0891b2' }, data: decimate(rows[s], cols, x0, x1, MAXP), progressive: 0, large: true, largeThreshold: 1000 };
+      return names.map(function (name, s) { // ECN marks are decimated, CNPs never
+        return { name: name, type: 'scatter', symbolSize: s ? 7 : 4, symbol: s ? 'triangle' : 'circle', itemStyle: { color: ['#0891b2', '#ea580c', '#7c2d12'][s] }, data: decimate(rows[s], cols, x0, x1, s ? Infinity : MAXP), progressive: 0, large: true, largeThreshold: 1000 };
       });
     }
     var chart = plot(id, parent, {
       grid: { left: 70, right: 30, top: 56, bottom: 70 }, legend: { top: 22, type: 'scroll' },
       title: { text: 'CNP limiter scope inferred: ' + (run.cnp.scope_inferred || 'none'), left: 'center', top: 0, textStyle: { fontSize: 13 } },
-      tooltip: { trigger: 'item', formatter: function (p) { var r = p.data[2]; return names[cols.kind[r]] + '<br>packet #' + cols.pkt[r] + '<br>QP ' + cols.y[r] + '<br>time ' + cols.t[r].toFixed(3) + ' µs'; } },
+      tooltip: { trigger: 'item', formatter: function (p) { var r = p.data[2]; return names[cols.kind[r]] + '<br>packet #' + cols.pkt[r] + (cols.kind[r] === 2 ? '<br>QPN 0x' + cols.y[r].toString(16) : '<br>QP ' + cols.y[r]) + '<br>time ' + cols.t[r].toFixed(3) + ' µs'; } },
       xAxis: { type: 'value', name: 'time (µs)', nameLocation: 'middle', nameGap: 24, min: 0, max: tmax },
-      yAxis: { type: 'value', name: 'QP', minInterval: 1, min: function (v) { return Math.max(0, v.min - 1); }, max: function (v) { return v.max + 1; } },
+      yAxis: { type: 'value', name: unknown ? 'QP (or QPN)' : 'QP', minInterval: 1, min: function (v) { return Math.max(0, v.min - 1); }, max: function (v) { return v.max + 1; } },
       dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }, { type: 'slider', xAxisIndex: 0, filterMode: 'none', height: 18, bottom: 8, showDataShadow: false }],
       series: seriesFor(0, tmax)
     }, rows.map(function (r) { return r.length; }));
@@ -296,7 +318,7 @@
           return;
         }
         var v = (c.violations || []).slice(0, 5).map(function (x) { return '#' + x.packet + ': ' + x.message; }).join('\n');
-        var r = [c.analyzer, String(c.qp), okCell(false), c.violation_count, v]; r.cls = 'bad'; rowsC.push(r);
+        var r = [c.analyzer, String(c.qp), okCell(false), c.violation_count, el('span', { 'class': 'lines', text: v })]; r.cls = 'bad'; rowsC.push(r);
       });
       order.forEach(function (a) { rowsC.push([a, ranges(passing[a]), okCell(true), 0, '']); });
       parent.appendChild(table(['analyzer', 'QP', 'result', 'violations', 'first violations'], rowsC));
@@ -309,10 +331,11 @@
     if (run.trace && run.trace.conns && run.trace.conns.length) {
       parent.appendChild(el('h2', { text: 'Time-sequence diagrams' }));
       parent.appendChild(note('Time against PSN offset per connection. Scroll or drag the slider to zoom: above ' + MAXP +
-        ' packets a series shows the lowest and highest PSN per time bucket, and every packet once zoomed in. Hover a point for its packet.' +
+        ' packets the data, ACK and ECN-mark series show the lowest and highest PSN per time bucket, and every packet once zoomed in;' +
+        ' retransmissions, NAKs, CNPs, drops and the other injected events always show every packet. Hover a point for its packet.' +
         (run.trace.unmatched ? ' ' + run.trace.unmatched + ' RoCE packets belong to no listed connection and are not drawn.' : '')));
       run.trace.conns.forEach(function (c) {
-        parent.appendChild(el('h3', { text: c.label + ' — ' + c.counts.map(function (n, i) { return SERIES[i] + ' ' + n; }).join(', ') }));
+        parent.appendChild(el('h3', { text: c.label + ' — ' + c.counts.map(function (n, i) { return (SERIES[i] || 'injected events') + ' ' + n; }).join(', ') }));
         maybeLater(parent, function (into) { timeSequence(p + 'ts-' + c.qp, into, c, run.trace); });
       });
     }
@@ -321,17 +344,25 @@
       parent.appendChild(el('h2', { text: 'Retransmission latency by drop position' }));
       var cats = run.positions.map(function (r) { return r.verb + ' @' + r.position; });
       var pick = function (k) { return run.positions.map(function (r) { return r[k] === null ? null : r[k]; }); };
+      var split = run.position_split || [];
+      var pickS = function (k) { return run.positions.map(function (r, i) { return split[i] && split[i][k] !== null && split[i][k] !== undefined ? split[i][k] : null; }); };
+      var posSeries = [
+        { name: 'NACK generation', type: 'bar', data: pick('nack_generation_us_mean') },
+        { name: 'NACK reaction', type: 'bar', data: pick('nack_reaction_us_mean') },
+        { name: 'latency, NACK or READ re-issue', type: 'bar', data: pickS('nack_latency_us_mean') },
+        { name: 'latency, timeout', type: 'bar', data: pickS('timeout_latency_us_mean') }];
+      // A log axis when the means span more than two decades (a timeout's hundreds of ms beside µs recoveries).
+      var lo = Infinity, hi = 0;
+      posSeries.forEach(function (s) { s.data.forEach(function (v) { if (v !== null && v > 0) { lo = Math.min(lo, v); hi = Math.max(hi, v); } }); });
+      var logY = lo > 0 && hi / lo > 100;
       plot(p + 'positions', parent, {
         grid: baseGrid, legend: legend(), tooltip: { trigger: 'axis' },
         xAxis: { type: 'category', data: cats, name: 'drop position', nameLocation: 'middle', nameGap: 28 },
-        yAxis: { type: 'value', name: 'µs (mean)' },
-        series: [
-          { name: 'NACK generation', type: 'bar', data: pick('nack_generation_us_mean') },
-          { name: 'NACK reaction', type: 'bar', data: pick('nack_reaction_us_mean') },
-          { name: 'retransmission latency', type: 'bar', data: pick('latency_us_mean') }]
+        yAxis: { type: logY ? 'log' : 'value', name: 'µs (mean' + (logY ? ', log scale)' : ')') },
+        series: posSeries
       });
-      parent.appendChild(table(['verb', 'position', 'drops', 'NACK generation µs', 'NACK reaction µs', 'latency mean µs', 'min', 'max', 'timeouts'],
-        run.positions.map(function (r) { return [r.verb, r.position, r.count, r.nack_generation_us_mean, r.nack_reaction_us_mean, r.latency_us_mean, r.latency_us_min, r.latency_us_max, r.timeouts]; })));
+      parent.appendChild(table(['verb', 'position', 'drops', 'NACK generation µs', 'NACK reaction µs', 'latency mean µs', 'min', 'max', 'NACK-triggered mean µs', 'timeouts', 'timeout-triggered mean µs'],
+        run.positions.map(function (r, i) { var sp = split[i] || {}; return [r.verb, r.position, r.count, r.nack_generation_us_mean, r.nack_reaction_us_mean, r.latency_us_mean, r.latency_us_min, r.latency_us_max, sp.nack_latency_us_mean, r.timeouts, sp.timeout_latency_us_mean]; })));
     }
     if (run.retransmissions && run.retransmissions.length) {
       parent.appendChild(el('h3', { text: 'Lost packets (' + run.retransmissions_total + ')' }));
@@ -378,7 +409,12 @@
         grid: baseGrid, legend: legend(), tooltip: { trigger: 'item' },
         xAxis: mctAxis(run.mct), yAxis: { type: 'value', name: 'fraction', min: 0, max: 1 },
         dataZoom: [{ type: 'inside', xAxisIndex: 0 }],
-        series: run.mct.map(function (c) { return { name: 'QP ' + c.qp, type: 'line', step: 'end', showSymbol: false, data: c.points }; })
+        // Each curve starts at (its least MCT, 0), so that a connection of one message is a step, not a lone
+        // point a line cannot draw; a curve of fewer than two points shows its symbols too.
+        series: run.mct.map(function (c) {
+          var pts = c.points.length ? [[c.points[0][0], 0]].concat(c.points) : [];
+          return { name: 'QP ' + c.qp, type: 'line', step: 'end', showSymbol: c.points.length < 2, symbolSize: 7, data: pts };
+        })
       });
     }
     if (run.traffic && run.traffic.length) {
@@ -417,7 +453,7 @@
     }
     if (s.evals && s.evals.length) {
       parent.appendChild(el('h2', { text: 'Score over evaluations' }));
-      parent.appendChild(note('The energy of each evaluation (lower is more anomalous) by kind, and the lowest so far.'));
+      parent.appendChild(note('The energy of each evaluation (lower is more anomalous) by kind, and the lowest so far of the search (the mfs, verify and reduce probes of a found anomaly do not count, as in the search itself).'));
       var series = s.evals.map(function (e) { return { name: e.kind, type: 'scatter', symbolSize: 4, data: e.points }; });
       series.push({ name: 'lowest so far', type: 'line', step: 'end', showSymbol: false, data: s.best });
       plot('energy', parent, {
@@ -436,11 +472,19 @@
       app.appendChild(el('h1', { text: 'Two runs side by side' }));
       var cmp = D.compare || [];
       var tol = cmp.some(function (m) { return !!m.status; });
+      var worse = cmp.some(function (m) { return !!m.worse; });
+      (D.compare_notes || []).forEach(function (n) {
+        app.appendChild(el('p', { 'class': 'compare-note' + (n.indexOf('REGRESSION') === 0 ? ' notok' : ''), text: n }));
+      });
       var heads = ['metric', 'A: ' + D.runs[0].source, 'B: ' + D.runs[1].source, 'unit'];
-      if (tol) { heads = heads.concat(['tolerance', 'status']); }
+      if (tol) { heads = heads.concat(['tolerance']); }
+      if (worse) { heads = heads.concat(['worse']); }
+      if (tol) { heads = heads.concat(['status']); }
       app.appendChild(table(heads, cmp.map(function (m) {
         var r = [m.name, m.a_text || (m.a === null ? '—' : m.a), m.b_text || (m.b === null ? '—' : m.b), m.unit || ''];
-        if (tol) { r.push(m.tolerance || '', m.status || ''); }
+        if (tol) { r.push(m.tolerance || ''); }
+        if (worse) { r.push(m.worse || ''); }
+        if (tol) { r.push(m.status || ''); }
         if (m.status === 'regressed') { r.cls = 'bad'; } else if (m.moved) { r.cls = 'moved'; } return r;
       })));
       var cols = el('div', { 'class': 'cols' });
