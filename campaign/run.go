@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -276,17 +277,15 @@ func writeFile(path string, b []byte) error {
 
 // PrintSummary writes the summary as text: one line per item, then the totals.
 func PrintSummary(w io.Writer, s *Summary) {
+	// The table shows a few metrics, under short names; summary.json has them all.
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tITEM\tVERDICT\tEXIT\tKEY METRICS\tRESULTS")
 	for _, it := range s.Items {
-		var ks []string
-		for k := range it.Metrics {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
 		var mv []string
-		for _, k := range ks {
-			mv = append(mv, fmt.Sprintf("%s=%g", k, it.Metrics[k]))
+		for _, k := range textMetrics {
+			if v, ok := it.Metrics[k]; ok {
+				mv = append(mv, textMetricNames[k]+"="+short(v))
+			}
 		}
 		res := it.Results
 		if it.Reason != "" && it.Verdict != "pass" && it.Verdict != "fail" {
@@ -313,6 +312,27 @@ func firstLine(s string) string {
 		return s[:i] + " ..."
 	}
 	return s
+}
+
+// textMetrics are the metrics the text summary shows (in this order), of those an item has; textMetricNames
+// are their short names in the table.
+var textMetrics = []string{"packets", "retransmissions", "timeouts", "cnps", "expectations_failed", "checks_failed",
+	"nack_generation_us_mean", "mct_us_mean", "pause_ratio", "goodput_gbps"}
+
+var textMetricNames = map[string]string{"packets": "pkts", "retransmissions": "retx", "timeouts": "timeouts",
+	"cnps": "cnps", "expectations_failed": "expect_failed", "checks_failed": "checks_failed",
+	"nack_generation_us_mean": "nack_gen_us", "mct_us_mean": "mct_us", "pause_ratio": "pause", "goodput_gbps": "gbps"}
+
+// short formats a metric for the text table: a whole number or one of 1000 or more without decimals, else about
+// four significant digits.
+func short(v float64) string {
+	switch a := math.Abs(v); {
+	case v == math.Trunc(v) && a < 1e15, a >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 3-int(math.Log10(a)), 64)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
 // LoadSummary reads a campaign directory's summary.json.
