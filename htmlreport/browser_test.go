@@ -379,6 +379,18 @@ func TestBrowserOtherPages(t *testing.T) {
 		pts = append(pts, len(e.Points))
 	}
 	wantPlot(t, st, "energy", append(pts, len(srch.Search.Best)))
+
+	// A campaign: the verdicts (2 pass, 2 fail: two bars), retransmissions and timeouts per item, the items'
+	// rows (failed ones highlighted) and a link to the one item report there is.
+	suite := load(t, "testdata/campaign")
+	st, _ = b.open(t, suite, 60*time.Second)
+	noErrors(t, b, st)
+	wantPlot(t, st, "suite-verdicts", []int{2})
+	wantPlot(t, st, "suite-retx", []int{4, 4})
+	rows := eval[string](t, b, `document.querySelectorAll('tr.bad').length + '|' + [...document.querySelectorAll('a')].map(a => a.getAttribute('href')).join(',')`)
+	if rows != "2|items/0000-listing2-cx5-s1/report.html" {
+		t.Errorf("suite page: failed rows | links = %q, want 2 failed rows and item 0's report linked", rows)
+	}
 }
 
 // synthetic is a page with one connection of n data packets (PSN i at i µs, every 1000th injected), to

@@ -17,6 +17,7 @@ const (
 	KindCapture = "capture" // a plain capture
 	KindSearch  = "search"  // a lumina search directory
 	KindCompare = "compare" // two results directories side by side
+	KindSuite   = "suite"   // a lumina campaign directory
 )
 
 // Page is the report's data: everything the page shows, embedded as JSON and rendered by the page's script.
@@ -32,6 +33,7 @@ type Page struct {
 	// CompareNotes are the lines above the metric table (lumina diff's notes and regression summary).
 	CompareNotes []string `json:"compare_notes,omitempty"`
 	Search       *Search  `json:"search,omitempty"`
+	Suite        *Suite   `json:"suite,omitempty"`
 }
 
 // Run is one results directory or capture.

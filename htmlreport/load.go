@@ -54,6 +54,8 @@ func Load(args []string) (*Page, error) {
 		return nil, badInput("%s: mixes directories and files; give results directories, or capture files", strings.Join(args, " "))
 	case len(args) == 1 && isSearchDir(args[0]):
 		return LoadSearch(args[0])
+	case len(args) == 1 && isCampaignDir(args[0]):
+		return LoadSuite(args[0])
 	case len(args) == 1:
 		r, err := LoadResults(args[0])
 		if err != nil {

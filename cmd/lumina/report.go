@@ -20,7 +20,7 @@ func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
 		quiet bool
 	)
 	cmd := &cobra.Command{
-		Use:   "report RESULTS_DIR [RESULTS_DIR_B] | SEARCH_DIR | CAPTURE... [-o FILE.html]",
+		Use:   "report RESULTS_DIR [RESULTS_DIR_B] | SEARCH_DIR | CAMPAIGN_DIR | CAPTURE... [-o FILE.html]",
 		Short: "Write an offline HTML report with interactive plots of a run, a capture, a search, or two runs side by side",
 		Long: `report writes one self-contained HTML file (no network: the plotting library, Apache ECharts, is
 inside it) that shows what the verdict stage decided for a results directory: the verdict and the
@@ -32,7 +32,8 @@ expected from the trace). It reads analysis.json as the run or lumina analyze wr
 
 Given two results directories it shows both side by side under a table of their metrics; given a
 lumina search directory, the anomalies with their minimal feature sets and the score over evaluations;
-given capture files, what lumina analyze finds in them.
+given a lumina campaign directory, the suite: verdicts, per item its key metrics and results (linked to
+the item's report.html where there is one); given capture files, what lumina analyze finds in them.
 
 Large traces: the data, ACK and ECN-mark series draw at most 4000 points at a time (the lowest and
 highest PSN per time bucket); retransmissions, NAKs, CNPs, drops and the other injected events draw

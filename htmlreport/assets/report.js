@@ -464,10 +464,55 @@
     }
   }
 
+  // A lumina campaign: the verdicts, and per item its key metrics and results (linked to its report when it has one).
+  function renderSuite(s, parent) {
+    parent.appendChild(el('h1', { text: 'lumina campaign: ' + s.campaign }));
+    var order = ['pass', 'fail', 'invalid', 'error', 'timeout', 'lost'];
+    var totals = {};
+    (s.items || []).forEach(function (it) { totals[it.verdict] = (totals[it.verdict] || 0) + 1; });
+    var shown = order.filter(function (v) { return totals[v]; });
+    parent.appendChild(el('p', { text: (s.items || []).length + ' items (' + s.file + '): ' +
+      shown.map(function (v) { return totals[v] + ' ' + v; }).join(', ') + '; exit status ' + s.exit_status }));
+    if (!s.items || !s.items.length) { parent.appendChild(note('no items')); return; }
+    plot('suite-verdicts', parent, {
+      grid: baseGrid, tooltip: { trigger: 'item' },
+      xAxis: { type: 'category', data: shown }, yAxis: { type: 'value', name: 'items', minInterval: 1 },
+      series: [{ name: 'items', type: 'bar', data: shown.map(function (v) { return { value: totals[v], itemStyle: { color: v === 'pass' ? '#2e8b57' : '#c0392b' } }; }) }]
+    });
+    var keys = [['packets', 'packets'], ['retransmissions', 'retx'], ['timeouts', 'timeouts'], ['cnps', 'CNPs'],
+      ['nack_generation_us_mean', 'NACK gen. µs'], ['nack_reaction_us_mean', 'NACK react. µs'], ['mct_us_mean', 'MCT mean µs'],
+      ['expectations_failed', 'expect. failed']];
+    keys = keys.filter(function (k) { return s.items.some(function (it) { return it.metrics && it.metrics[k[0]] !== undefined; }); });
+    parent.appendChild(el('h2', { text: 'Items' }));
+    var heads = ['#', 'item', 'NIC / testbed', 'seed', 'verdict', 'exit'].concat(keys.map(function (k) { return k[1]; })).concat(['reason', 'results']);
+    parent.appendChild(table(heads, s.items.map(function (it, i) {
+      var res = it.results || '';
+      var link = s.reports && s.reports[i] ? el('a', { href: res + '/report.html', text: res }) : res;
+      var r = [it.index, it.id, it.profile || it.testbed || 'sim', it.seed, it.verdict, it.exit_status]
+        .concat(keys.map(function (k) { return it.metrics ? it.metrics[k[0]] : null; })).concat([it.reason || '', link]);
+      if (it.verdict !== 'pass') { r.cls = 'bad'; }
+      return r;
+    })));
+    var retx = keys.some(function (k) { return k[0] === 'retransmissions'; });
+    if (retx) {
+      parent.appendChild(el('h2', { text: 'Retransmissions and timeouts per item' }));
+      var names = s.items.map(function (it) { return it.id; });
+      plot('suite-retx', parent, {
+        grid: baseGrid, legend: legend(), tooltip: { trigger: 'axis' },
+        xAxis: { type: 'category', data: names, axisLabel: { rotate: 30 } }, yAxis: { type: 'value', minInterval: 1 },
+        series: [['retransmissions', 'retransmissions'], ['timeouts', 'timeouts']].map(function (m) {
+          return { name: m[1], type: 'bar', data: s.items.map(function (it) { return it.metrics && it.metrics[m[0]] !== undefined ? it.metrics[m[0]] : null; }) };
+        })
+      });
+    }
+  }
+
   try {
     document.title = D.title;
     if (D.kind === 'search') {
       renderSearch(D.search, app);
+    } else if (D.kind === 'suite') {
+      renderSuite(D.suite, app);
     } else if (D.kind === 'compare') {
       app.appendChild(el('h1', { text: 'Two runs side by side' }));
       var cmp = D.compare || [];
