@@ -131,7 +131,7 @@ type analyzer struct {
 	// directions, one destination QP receives both the peer's requests and the ACKs of its own.
 	reqs     map[flowKey]*connState
 	resps    map[flowKey]*connState
-	unpaired []*connState // learning mode: connections whose reverse direction is not known yet
+	unpaired pairing // learning mode: connections whose reverse direction is not known yet (pairing.go)
 	skipped  map[flowKey]bool
 	roles    map[netip.Addr]int
 	hosts    [2]hostCounts
@@ -340,8 +340,14 @@ func (a *analyzer) packet(tp *trace.Packet) {
 	switch {
 	case d == dirReq && op.IsReadRequest():
 		cs.onReadRequest(p, pi)
+		if !cs.respKnown {
+			a.unpaired.track(cs)
+		}
 	case d == dirReq && (op.IsSend() || op.IsWrite()):
 		cs.onData(p, pi)
+		if !cs.respKnown {
+			a.unpaired.track(cs)
+		}
 	case d == dirReq:
 		cs.sawOther = true // atomics and other requests: recorded, not checked
 	case op.IsReadResponse():
@@ -407,15 +413,16 @@ func (a *analyzer) lookup(p *roce.Packet) (*connState, dir) {
 			ReqIPSN: p.BTH.PSN}
 		cs := newConnState(a, c, true)
 		a.conns = append(a.conns, cs)
-		a.unpaired = append(a.unpaired, cs)
+		if a.unpaired.byPSN == nil {
+			a.unpaired.init()
+		}
+		a.unpaired.add(cs)
 		m[k] = cs
 		return cs, dirReq
 	}
-	for i, cs := range a.unpaired {
-		if cs.c.ReqIP == p.DstIP && cs.c.RespIP == p.SrcIP && cs.plausibleResponse(p.BTH.PSN) {
-			a.pair(i, p.BTH.DestQP)
-			return cs, dirResp
-		}
+	if cs := a.unpaired.match(p.DstIP, p.SrcIP, p.BTH.PSN); cs != nil {
+		a.pair(cs, p.BTH.DestQP)
+		return cs, dirResp
 	}
 	m[k] = nil
 	a.skip(k, p, "responses whose requests are not in the capture")
@@ -423,11 +430,10 @@ func (a *analyzer) lookup(p *roce.Packet) (*connState, dir) {
 }
 
 // pair completes a learned connection with its requester QP.
-func (a *analyzer) pair(i int, qpn uint32) {
-	cs := a.unpaired[i]
+func (a *analyzer) pair(cs *connState, qpn uint32) {
 	cs.c.ReqQPN = qpn
 	cs.respKnown = true
-	a.unpaired = append(a.unpaired[:i], a.unpaired[i+1:]...)
+	a.unpaired.paired(cs)
 	a.resps[flowKey{cs.c.ReqIP, qpn}] = cs
 	a.lookupGen++
 }
@@ -443,15 +449,13 @@ func (a *analyzer) onCNP(p *roce.Packet, pi pktInfo) {
 	if r := a.reqs[k]; cs == nil && r != nil && r.c.Verb == VerbRead {
 		cs = r
 	}
-	if cs == nil && a.opts.Conns == nil {
-		// Learning mode: a write connection's requester QP may only be known from its CNPs.
-		for i, u := range a.unpaired {
-			if u.c.ReqIP == p.DstIP && u.c.RespIP == p.SrcIP && u.c.Verb != VerbRead {
-				cs = u
-				a.pair(i, p.BTH.DestQP)
-				break
-			}
-		}
+	if cs == nil && a.opts.Conns == nil && a.unpaired.byPSN != nil {
+		// Learning mode, a CNP to a QP no response has named yet: a CNP carries no PSN, so it says nothing
+		// about which connection the QP belongs to. It is attributed to the only unpaired SEND/WRITE
+		// connection between its hosts, if there is one, without pairing it (the responses do that); with
+		// several, pairing on the first CNP would tie QPs together at random and judge one connection's ACKs
+		// against another's PSNs.
+		cs = a.unpaired.cnpTarget(p.DstIP, p.SrcIP)
 	}
 	if r := a.role(p.SrcIP); r != roleUnknown {
 		a.hosts[r].cnpSent++

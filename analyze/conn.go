@@ -18,6 +18,7 @@ type connState struct {
 	c         Conn
 	learned   bool
 	respKnown bool
+	pairHi    int64 // learning mode: the highest rel of the response range in the pairing index (pairing.go)
 
 	refPSN roce.PSN // the highest PSN seen so far, and its rel: the reference for unwrapping
 	refRel int64

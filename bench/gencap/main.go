@@ -1,6 +1,9 @@
 // Command gencap writes a realistic RoCEv2 capture for benchmarks: a mix like a datacenter RDMA trace (RDMA
-// WRITE Middle with 1024-byte payloads, WRITE First with a RETH every 25 packets, ~10% ACKs, ~1% CNPs, ~2% of data
-// packets CE-marked) over several QPs in both directions, with a few PSN gaps and go-back-N retransmissions.
+// WRITE Middle with 1024-byte payloads, messages of 25 packets from a WRITE First with a RETH to a WRITE Last,
+// ~10% ACKs, ~1% CNPs, ~2% of data packets CE-marked) over several QPs in both directions, with a few PSN gaps
+// and go-back-N retransmissions. It is a valid go-back-N trace: ACKs acknowledge what was sent, with the MSN of
+// the messages completed; ACKs and CNPs come only once their QP has sent data; a timeout resends from the oldest
+// unacknowledged PSN with each PSN's original opcode ('lumina analyze' passes every check on it).
 // The output is deterministic for a given -n and -seed.
 //
 // With -conns N it writes instead a trace of N connections that each carry one 1 KB message: a RDMA WRITE Only
@@ -46,13 +49,25 @@ func main() {
 	}
 }
 
+// dropEvery and rewindEvery place the capture's anomalies: packet i (i > 0) with i%dropEvery == 0 skips a PSN
+// (a packet the capture missed), and with i%rewindEvery == 1 the QP times out and goes back (variables so that
+// the test can place them in a small capture).
+var dropEvery, rewindEvery = 200000, 250000
+
+// msgPackets is the length of every message: a WRITE First with a RETH, 23 WRITE Middle, a WRITE Last.
+const msgPackets = 25
+
 type qpState struct {
 	qp, peerQP uint32
 	from, to   netip.Addr
+	ipsn       uint32 // initial PSN: messages start every msgPackets PSNs from it
 	psn        uint32 // next data PSN
-	inMsg      int    // packets left in the current message
-	acked      uint32
+	sent       bool   // any data sent yet (ACKs and CNPs answer data)
+	una        uint32 // oldest unacknowledged PSN: where a go-back-N timeout resends from
 }
+
+// rel is the distance of a PSN from the QP's initial PSN.
+func (q *qpState) rel(psn uint32) uint32 { return (psn - q.ipsn) & roce.PSNMask }
 
 func generate(path string, n, nqp int, seed uint64) error {
 	f, err := os.Create(path)
@@ -72,8 +87,9 @@ func generate(path string, n, nqp int, seed uint64) error {
 		if i%2 == 1 {
 			from, to = b, a
 		}
+		ipsn := rng.Uint32() & roce.PSNMask
 		qs[i] = qpState{qp: uint32(0xd00 + i), peerQP: uint32(0x200 + i), from: from, to: to,
-			psn: rng.Uint32() & roce.PSNMask}
+			ipsn: ipsn, psn: ipsn, una: ipsn}
 	}
 	payload := make([]byte, 1024)
 	for i := range payload {
@@ -89,13 +105,14 @@ func generate(path string, n, nqp int, seed uint64) error {
 		p.EthDst = [6]byte{0x00, 0x50, 0x56, 0xaf, 0x39, 0xdc}
 		r := rng.IntN(1000)
 		switch {
-		case r < 100: // ACK from the responder, covering what was sent
+		case r < 100 && q.sent: // ACK from the responder, covering what was sent
+			last := (q.psn - 1) & roce.PSNMask
 			p.SrcIP, p.DstIP = q.to, q.from
-			p.BTH = roce.BTH{Opcode: roce.RCAcknowledge, PKey: 0xffff, DestQP: q.peerQP,
-				PSN: roce.PSN(q.psn).Add(-1)}
-			p.AETH = roce.AETH{Syndrome: roce.SyndromeACKUnlimited, MSN: q.acked & roce.PSNMask}
-			q.acked++
-		case r < 110: // CNP to the sender's QP
+			p.BTH = roce.BTH{Opcode: roce.RCAcknowledge, PKey: 0xffff, DestQP: q.peerQP, PSN: roce.PSN(last)}
+			// The MSN counts the messages completed through the acknowledged PSN.
+			p.AETH = roce.AETH{Syndrome: roce.SyndromeACKUnlimited, MSN: (q.rel(last) + 1) / msgPackets & roce.PSNMask}
+			q.una = q.psn
+		case r < 110 && q.sent: // CNP to the sender's QP
 			p.SrcIP, p.DstIP, p.TOS, p.UDPSrc = q.to, q.from, 0xc2, 0
 			p.BTH = roce.BTH{Opcode: roce.CNP, PKey: 0xffff, DestQP: q.peerQP, BECN: true}
 		default:
@@ -104,20 +121,25 @@ func generate(path string, n, nqp int, seed uint64) error {
 				p.TOS = 0x03 // CE
 			}
 			switch {
-			case i > 0 && i%200000 == 0: // a drop: this PSN never shows
+			case i > 0 && i%dropEvery == 0: // a drop the capture missed: this PSN never shows
 				q.psn = (q.psn + 1) & roce.PSNMask
-			case i > 0 && i%250000 == 1: // go-back-N: resend the last three PSNs
-				q.psn = (q.psn - 3) & roce.PSNMask
+			case i > 0 && i%rewindEvery == 1:
+				// Go-back-N timeout: resend from the oldest unacknowledged PSN (as a requester does; resending
+				// acknowledged PSNs, or skipping unacknowledged ones, would be a NIC bug).
+				q.psn = q.una
 			}
 			op := roce.RCWriteMiddle
-			if q.inMsg == 0 {
-				op, q.inMsg = roce.RCWriteFirst, 25
-				p.RETH = roce.RETH{VA: 0x0000710e45036000, RKey: 0x000c0400, DMALen: 25 * 1024}
+			switch q.rel(q.psn) % msgPackets {
+			case 0:
+				op = roce.RCWriteFirst
+				p.RETH = roce.RETH{VA: 0x0000710e45036000, RKey: 0x000c0400, DMALen: msgPackets * 1024}
+			case msgPackets - 1:
+				op = roce.RCWriteLast
 			}
-			q.inMsg--
-			p.BTH = roce.BTH{Opcode: op, PKey: 0xffff, DestQP: q.qp, PSN: roce.PSN(q.psn)}
+			p.BTH = roce.BTH{Opcode: op, PKey: 0xffff, DestQP: q.qp, PSN: roce.PSN(q.psn), AckReq: op == roce.RCWriteLast}
 			p.Payload = payload
 			q.psn = (q.psn + 1) & roce.PSNMask
+			q.sent = true
 		}
 		buf, err = p.AppendTo(buf[:0])
 		if err != nil {
