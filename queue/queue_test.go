@@ -459,7 +459,10 @@ func TestWorkerKeepsTheConsumersAckWait(t *testing.T) {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); (&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: time.Second}).Run(wctx) }()
+	go func() {
+		defer close(done)
+		(&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: time.Second}).Run(wctx)
+	}()
 	time.Sleep(500 * time.Millisecond)
 	stop()
 	<-done
