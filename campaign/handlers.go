@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,7 +76,11 @@ func Handlers(o WorkerOptions) map[string]queue.Handler {
 			if err := json.Unmarshal(it.Payload, &p); err != nil {
 				return nil, fmt.Errorf("malformed run item: %w", err)
 			}
-			return json.Marshal(runOne(it, &p, o.ResultsRoot))
+			r, err := runOne(ctx, it, &p, o.ResultsRoot)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(r)
 		},
 		KindEval: func(ctx context.Context, it *queue.Item) (json.RawMessage, error) {
 			var p evalPayload
@@ -118,23 +123,46 @@ func Handlers(o WorkerOptions) map[string]queue.Handler {
 // hostname is this machine's name ("" when unknown: never the same host as another).
 var hostname = func() string { h, _ := os.Hostname(); return h }()
 
-// runOne runs a scenario and judges it, as lumina run does.
-func runOne(it *queue.Item, p *runPayload, root string) *RunResult {
-	out, where := filepath.Join(root, it.Campaign, p.Rel), ""
-	if it.Host != "" && it.Host == hostname && it.Dir != "" {
-		if st, err := os.Stat(it.Dir); err == nil && st.IsDir() {
-			out, where = filepath.Join(it.Dir, p.Rel), p.Rel
+// itemDir is where a run item's results directory goes: in the campaign directory when it is on this
+// machine and holds the item's campaign (its FileID names it), else under the worker's own results root.
+// Rel, from the payload, must be a local path under items/: nothing from the queue writes elsewhere.
+func itemDir(it *queue.Item, rel, root string) (out, where string, err error) {
+	if !filepath.IsLocal(rel) || !strings.HasPrefix(filepath.ToSlash(rel), "items/") || strings.ContainsAny(rel, ":") {
+		return "", "", fmt.Errorf("item %s: results directory %q: expected a relative path under items/", it.Key, rel)
+	}
+	if it.Host != "" && it.Host == hostname && filepath.IsAbs(it.Dir) {
+		if b, err := os.ReadFile(filepath.Join(it.Dir, FileID)); err == nil && strings.TrimSpace(string(b)) == it.Campaign {
+			return filepath.Join(it.Dir, rel), rel, nil
 		}
 	}
-	if where == "" {
-		abs, _ := filepath.Abs(out)
-		where = hostname + ":" + abs
+	out = filepath.Join(root, it.Campaign, rel)
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", "", err
+	}
+	return out, hostname + ":" + abs, nil
+}
+
+// runOne runs a scenario and judges it, as lumina run does. Once ctx is done (the item's deadline, or the
+// worker stopping) the run's directory is not moved into place and its staging directory is removed: an item
+// given up never writes its results directory afterwards. (The simulator itself has no way to stop early:
+// it runs to its end, then its results are dropped.)
+func runOne(ctx context.Context, it *queue.Item, p *runPayload, root string) (*RunResult, error) {
+	out, where, err := itemDir(it, p.Rel, root)
+	if err != nil {
+		return nil, err
+	}
+	// Staging directories left by a worker killed mid-item (resultsdir.Begin: <dir>.partial-*).
+	if stale, _ := filepath.Glob(out + ".partial-*"); len(stale) > 0 {
+		for _, d := range stale {
+			_ = os.RemoveAll(d)
+		}
 	}
 	r := &RunResult{Results: where}
 	sc, err := scenario.Parse(p.YAML, p.Scenario)
 	if err != nil {
 		r.Verdict, r.Exit, r.Reason = "error", 2, err.Error()
-		return r
+		return r, nil
 	}
 	if p.Profile != "" {
 		sc.Requester.NIC.Type, sc.Responder.NIC.Type = p.Profile, p.Profile
@@ -144,13 +172,26 @@ func runOne(it *queue.Item, p *runPayload, root string) *RunResult {
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		r.Verdict, r.Exit, r.Reason = "error", 2, err.Error()
-		return r
+		return r, nil
 	}
 	var o *verdict.Outcome
-	err = testbed.Run(sc, testbed.Options{OutDir: out, Finish: func(d string) (err error) {
+	var staged string
+	err = testbed.Run(sc, testbed.Options{OutDir: out, Staged: func(d string) { staged = d }, Finish: func(d string) (err error) {
+		if ctx.Err() != nil {
+			return ctx.Err() // given up: the directory is not committed
+		}
 		o, err = verdict.Judge(d, sc)
+		if err == nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
 		return err
 	}})
+	if ctx.Err() != nil {
+		if staged != "" {
+			_ = os.RemoveAll(staged)
+		}
+		return nil, ctx.Err()
+	}
 	var invalid *testbed.InvalidRunError
 	if errors.As(err, &invalid) {
 		o, err = verdict.RecordInvalid(invalid.Dir, sc, invalid.Reason)
@@ -160,11 +201,11 @@ func runOne(it *queue.Item, p *runPayload, root string) *RunResult {
 	}
 	if err != nil {
 		r.Verdict, r.Exit, r.Reason = "error", 2, err.Error()
-		return r
+		return r, nil
 	}
 	r.Verdict, r.Exit = o.Doc.Verdict, o.ExitCode()
 	r.Metrics = keyMetrics(o.Doc)
-	return r
+	return r, nil
 }
 
 // keyMetrics are a run's key metrics as lumina diff and the run history know them (rundiff.Extract), so a
