@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lumina-go/lumina/queue"
+	"github.com/lumina-go/lumina/search"
 )
 
 func writeCampaign(t *testing.T, dir, name, body string) string {
@@ -219,5 +223,34 @@ func TestRunHandlerConfinedAndGivenUp(t *testing.T) {
 	}
 	if ents, _ := filepath.Glob(filepath.Join(root, "camp", "items", "0001-y*")); len(ents) != 0 {
 		t.Fatalf("a given-up item wrote %v", ents)
+	}
+}
+
+// A search through the queue has no evaluation deadline by default (as in process), and a failed evaluation
+// left in the stream (a lost one, say) is asked again, not answered from the stream.
+func TestSearchQueueNoTimeoutNoCachedFailures(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	qe, err := OpenSearchQueue(ctx, dir, search.SyntheticProfile, Queue{Workers: 1, AckWait: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qe.Close()
+	if qe.Timeout != 0 {
+		t.Errorf("evaluation timeout %s; want none by default", qe.Timeout)
+	}
+	sp := search.DefaultSpace()
+	w := sp.Sample(rand.New(rand.NewPCG(1, 2)))
+	pl, _ := json.Marshal(evalPayload{Profile: search.SyntheticProfile, Workload: w, Seed: 1})
+	h := fnv.New64a()
+	h.Write(pl)
+	id, _ := ID("search", dir)
+	if err := queue.PublishResult(ctx, qe.s.JS, &queue.Result{Campaign: id, Key: fmt.Sprintf("e%016x", h.Sum64()), Status: queue.StatusLost, Reason: "given up"}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := qe.Evaluate(cctx, w, 1); err != nil {
+		t.Fatalf("evaluation with a lost result in the stream: %v; want it evaluated again", err)
 	}
 }
