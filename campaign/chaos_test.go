@@ -25,13 +25,21 @@ import (
 // The chaos test runs the coordinator and the workers as processes of this test binary (TestMain picks the
 // role from the environment), kills them at random points and checks the merged summary byte for byte.
 const (
-	envRole = "LUMINA_CAMPAIGN_TEST_ROLE"
-	envDir  = "LUMINA_CAMPAIGN_TEST_DIR"
-	envAddr = "LUMINA_CAMPAIGN_TEST_ADDR"
-	envFile = "LUMINA_CAMPAIGN_TEST_FILE"
+	envRole  = "LUMINA_CAMPAIGN_TEST_ROLE"
+	envDir   = "LUMINA_CAMPAIGN_TEST_DIR"
+	envAddr  = "LUMINA_CAMPAIGN_TEST_ADDR"
+	envFile  = "LUMINA_CAMPAIGN_TEST_FILE"
+	childArg = "run-item-child"
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == childArg { // a run item's child process (WorkerOptions.Exec)
+		if err := RunItemMain(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
 	switch os.Getenv(envRole) {
 	case "coordinator":
 		os.Exit(roleCoordinator())

@@ -1,14 +1,18 @@
 package campaign
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lumina-go/lumina/queue"
@@ -62,6 +66,11 @@ type WorkerOptions struct {
 	// ResultsRoot keeps the results directories of items whose campaign directory is on another machine:
 	// ROOT/<campaign>/items/... (default ./lumina-worker-results).
 	ResultsRoot string
+	// Exec, when set, runs each run item in a child process (Exec[0] with Exec[1:] as arguments, which must
+	// end up in RunItemMain), killed when the item is given up (its deadline, the worker stopping): the
+	// simulator has no way to stop mid-run, so in process an abandoned run would go on to its end. nil: in
+	// process.
+	Exec []string
 }
 
 // Handlers are the item handlers every worker has.
@@ -76,7 +85,13 @@ func Handlers(o WorkerOptions) map[string]queue.Handler {
 			if err := json.Unmarshal(it.Payload, &p); err != nil {
 				return nil, fmt.Errorf("malformed run item: %w", err)
 			}
-			r, err := runOne(ctx, it, &p, o.ResultsRoot)
+			run := runOne
+			if len(o.Exec) > 0 {
+				run = func(ctx context.Context, it *queue.Item, p *runPayload, root string) (*RunResult, error) {
+					return runChild(ctx, o.Exec, it, p, root)
+				}
+			}
+			r, err := run(ctx, it, &p, o.ResultsRoot)
 			if err != nil {
 				return nil, err
 			}
@@ -122,6 +137,66 @@ func Handlers(o WorkerOptions) map[string]queue.Handler {
 
 // hostname is this machine's name ("" when unknown: never the same host as another).
 var hostname = func() string { h, _ := os.Hostname(); return h }()
+
+// childRequest is what a child process of runChild reads on its standard input.
+type childRequest struct {
+	Item queue.Item `json:"item"`
+	Root string     `json:"root"`
+}
+
+// runChild runs a run item in a child process and kills it (its whole process group) when ctx is done; the
+// staging directory the killed run left is removed, so an item given up writes nothing afterwards.
+func runChild(ctx context.Context, argv []string, it *queue.Item, p *runPayload, root string) (*RunResult, error) {
+	out, _, err := itemDir(it, p.Rel, root)
+	if err != nil {
+		return nil, err
+	}
+	req, err := json.Marshal(childRequest{Item: *it, Root: root})
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdin = bytes.NewReader(req)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		if stale, _ := filepath.Glob(out + ".partial-*"); len(stale) > 0 {
+			for _, d := range stale {
+				_ = os.RemoveAll(d)
+			}
+		}
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run item %s: child process: %v: %s", it.Key, err, strings.TrimSpace(stderr.String()))
+	}
+	var r RunResult
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		return nil, fmt.Errorf("run item %s: child process: malformed result: %v", it.Key, err)
+	}
+	return &r, nil
+}
+
+// RunItemMain is the child process of WorkerOptions.Exec: it reads the item on in, runs it and writes its
+// RunResult on out.
+func RunItemMain(in io.Reader, out io.Writer) error {
+	var req childRequest
+	if err := json.NewDecoder(in).Decode(&req); err != nil {
+		return fmt.Errorf("run item: malformed request: %w", err)
+	}
+	var p runPayload
+	if err := json.Unmarshal(req.Item.Payload, &p); err != nil {
+		return fmt.Errorf("malformed run item: %w", err)
+	}
+	r, err := runOne(context.Background(), &req.Item, &p, req.Root)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(out).Encode(r)
+}
 
 // itemDir is where a run item's results directory goes: in the campaign directory when it is on this
 // machine and holds the item's campaign (its FileID names it), else under the worker's own results root.

@@ -254,3 +254,45 @@ func TestSearchQueueNoTimeoutNoCachedFailures(t *testing.T) {
 		t.Fatalf("evaluation with a lost result in the stream: %v; want it evaluated again", err)
 	}
 }
+
+// With Exec, a run item runs in a child process that is killed when the item is given up: the handler
+// returns at the deadline, and nothing is written afterwards (in process, the simulation would run on and
+// commit its directory). The same item with time enough passes through the child.
+func TestRunItemChildKilledAtDeadline(t *testing.T) {
+	sc, _ := filepath.Abs("../examples/listing2.yaml")
+	// Listing 2 with 8 connections of 20000 messages: over a second of simulation.
+	data := strings.Replace(strings.Replace(string(mustRead(t, sc)), "num-connections: 2", "num-connections: 8", 1), "num-msgs-per-qp: 10", "num-msgs-per-qp: 20000", 1)
+	if !strings.Contains(data, "num-msgs-per-qp: 20000") {
+		t.Fatal("listing2.yaml changed: the slow scenario is not slow")
+	}
+	root := t.TempDir()
+	h := Handlers(WorkerOptions{ResultsRoot: root, Exec: []string{os.Args[0], childArg}})[KindRun]
+	item := func(rel string) *queue.Item {
+		pl, _ := json.Marshal(runPayload{Scenario: sc, YAML: []byte(data), Seed: 1, HasSeed: true, Rel: rel})
+		return &queue.Item{Campaign: "camp", Key: "k", Kind: KindRun, Cap: queue.CapSim, Payload: pl}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := h(ctx, item("items/0000-slow")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v; want the deadline's error", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the handler returned %s after a 300ms deadline", d)
+	}
+	time.Sleep(3 * time.Second) // the run alone takes over a second: a surviving child would have committed
+	if ents, _ := filepath.Glob(filepath.Join(root, "camp", "items", "0000-slow*")); len(ents) != 0 {
+		t.Fatalf("the given-up item wrote %v after its deadline", ents)
+	}
+	out, err := h(context.Background(), item("items/0001-slow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r RunResult
+	if err := json.Unmarshal(out, &r); err != nil || r.Verdict != "pass" || r.Metrics["packets"] == 0 {
+		t.Fatalf("through the child: %s, %v; want pass with metrics", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "camp", "items", "0001-slow", "analysis.json")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -50,6 +50,8 @@ type Queue struct {
 	Workers  int    // local workers in this process
 	AckWait  time.Duration
 	Log      func(format string, a ...any)
+	// Exec runs the local workers' run items in child processes (WorkerOptions.Exec); nil: in process.
+	Exec []string
 }
 
 // Session is a connected queue with its local workers: embedded server, connection, workers.
@@ -91,7 +93,7 @@ func Open(dir string, q Queue) (*Session, error) {
 	s.cancel = cancel
 	for i := range q.Workers {
 		w := &queue.Worker{JS: s.JS, Name: fmt.Sprintf("%s/local-%d", hostname, i+1), Caps: []string{queue.CapSim},
-			Handlers: Handlers(WorkerOptions{}), AckWait: q.AckWait, Log: q.Log}
+			Handlers: Handlers(WorkerOptions{Exec: q.Exec}), AckWait: q.AckWait, Log: q.Log}
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); _ = w.Run(ctx) }()
 	}

@@ -107,6 +107,7 @@ SIGINT or SIGTERM as lumina run (re-run to continue).`,
 			if err := qf.check(); err != nil {
 				return err
 			}
+			qf.q.Exec = runItemExec()
 			if deadline < 0 {
 				return badInput("--deadline %s: expected a positive duration (0: none)", deadline)
 			}
@@ -212,7 +213,7 @@ func recordSuite(flag, dir string, stderr io.Writer) {
 func newWorkerCmd(stdout, stderr io.Writer) *cobra.Command {
 	var qf queueFlags
 	var testbeds []string
-	var noSim, quiet bool
+	var noSim, quiet, runItem bool
 	var name, results string
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
@@ -229,6 +230,12 @@ machine, else under --results DIR/<campaign>/, and the summary names them host:p
   lumina worker --nats tls://nats.lab:4222 --nats-creds lab.creds --testbed lab1 --no-sim`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if runItem { // the child process of a run item (runItemExec)
+				if err := campaign.RunItemMain(os.Stdin, stdout); err != nil {
+					return badInput("%v", err)
+				}
+				return nil
+			}
 			if qf.q.URL == "" {
 				return badInput("--nats URL is required (the coordinator prints its embedded server's URL)")
 			}
@@ -262,7 +269,7 @@ machine, else under --results DIR/<campaign>/, and the summary names them host:p
 			if err != nil {
 				return badInput("%v", err)
 			}
-			w := &queue.Worker{JS: js, Name: name, Caps: caps, Handlers: campaign.Handlers(campaign.WorkerOptions{ResultsRoot: results}),
+			w := &queue.Worker{JS: js, Name: name, Caps: caps, Handlers: campaign.Handlers(campaign.WorkerOptions{ResultsRoot: results, Exec: runItemExec()}),
 				AckWait: qf.q.AckWait}
 			if !quiet {
 				w.Log = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
@@ -282,5 +289,17 @@ machine, else under --results DIR/<campaign>/, and the summary names them host:p
 	cmd.Flags().StringVar(&name, "name", "", "worker name in logs (default host/pid)")
 	cmd.Flags().StringVar(&results, "results", "lumina-worker-results", "where results directories of campaigns on other machines go")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no log lines")
+	cmd.Flags().BoolVar(&runItem, "run-item", false, "run one item read on standard input (the child process of a worker)")
+	_ = cmd.Flags().MarkHidden("run-item")
 	return cmd
+}
+
+// runItemExec is how a worker runs a run item in a child process (killed when the item is given up): this
+// executable as lumina worker --run-item. nil (in process) when the executable is unknown.
+func runItemExec() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{exe, "worker", "--run-item"}
 }
