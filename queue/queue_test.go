@@ -474,3 +474,41 @@ func TestWorkerKeepsTheConsumersAckWait(t *testing.T) {
 		t.Fatalf("consumer ack wait %s after a worker with 1s bound; want the coordinator's 7s", aw)
 	}
 }
+
+// Workers bound before the coordinator set a shorter ack wait send their heartbeats at the consumer's pace:
+// a long item is still delivered once.
+func TestHeartbeatsFollowTheConsumersAckWait(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "pace")
+	var mu sync.Mutex
+	runs := 0
+	slow := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		time.Sleep(3500 * time.Millisecond)
+		return json.RawMessage(`1`), nil
+	})
+	for _, n := range []string{"w1", "w2"} {
+		go (&Worker{JS: js, Name: n, Caps: []string{CapSim}, AckWait: 30 * time.Second, Handlers: map[string]Handler{"x": slow}}).Run(ctx)
+	}
+	time.Sleep(500 * time.Millisecond) // bound, with the consumer at 30s
+	if _, err := EnsureConsumer(ctx, js, CapSim, time.Second, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(ctx, Item{Key: "a", Kind: "x", Cap: CapSim, Attempts: 5}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Wait(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if r.Delivery != 1 || runs != 1 {
+		t.Fatalf("result %+v after %d runs: want one delivery, one run", r, runs)
+	}
+}

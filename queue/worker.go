@@ -72,9 +72,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			case <-time.After(500 * time.Millisecond):
 			}
 		}
-		if info := cn.CachedInfo(); info != nil && info.Config.AckWait > 0 {
-			ackWait = min(ackWait, info.Config.AckWait) // heartbeats follow the consumer's ack wait
-		}
 		cons = append(cons, cn)
 	}
 	wait := 2 * time.Second
@@ -84,7 +81,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	var lastErr time.Time
 	for i := 0; ctx.Err() == nil; i++ {
 		fctx, fcancel := context.WithTimeout(ctx, wait)
-		m, err := cons[i%len(cons)].Next(jetstream.FetchContext(fctx))
+		cn := cons[i%len(cons)]
+		m, err := cn.Next(jetstream.FetchContext(fctx))
 		fcancel()
 		if err != nil {
 			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) && !errors.Is(err, context.DeadlineExceeded) &&
@@ -100,7 +98,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		w.handle(ctx, m, ackWait)
+		// Heartbeats follow the consumer's ack wait as it is now (the coordinator sets it, maybe after this
+		// worker bound), or this worker's if that is shorter.
+		beat := ackWait
+		ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
+		if info, err := cn.Info(ictx); err == nil && info.Config.AckWait > 0 {
+			beat = min(beat, info.Config.AckWait)
+		}
+		icancel()
+		w.handle(ctx, m, beat)
 	}
 	return nil
 }
