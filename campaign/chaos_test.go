@@ -40,6 +40,14 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	// Never the user's run history (nothing here records a run; a child process never will either).
+	tmp := ""
+	if os.Getenv("LUMINA_HISTORY") == "" {
+		if d, err := os.MkdirTemp("", "lumina-campaign-test-history-"); err == nil {
+			tmp = d
+			os.Setenv("LUMINA_HISTORY", filepath.Join(tmp, "history.db"))
+		}
+	}
 	switch os.Getenv(envRole) {
 	case "coordinator":
 		os.Exit(roleCoordinator())
@@ -48,7 +56,11 @@ func TestMain(m *testing.M) {
 	case "search":
 		os.Exit(roleSearch())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if tmp != "" {
+		os.RemoveAll(tmp)
+	}
+	os.Exit(code)
 }
 
 // roleCoordinator runs the campaign with no local worker on a fixed loopback address.

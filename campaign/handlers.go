@@ -10,12 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/lumina-go/lumina/queue"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/rundiff"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/search"
@@ -163,11 +166,7 @@ func runChild(ctx context.Context, argv []string, it *queue.Item, p *runPayload,
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	err = cmd.Run()
 	if ctx.Err() != nil {
-		if stale, _ := filepath.Glob(out + ".partial-*"); len(stale) > 0 {
-			for _, d := range stale {
-				_ = os.RemoveAll(d)
-			}
-		}
+		removeStalePartials(out) // the killed child's (its process is gone)
 		return nil, ctx.Err()
 	}
 	if err != nil {
@@ -218,6 +217,33 @@ func itemDir(it *queue.Item, rel, root string) (out, where string, err error) {
 	return out, hostname + ":" + abs, nil
 }
 
+var markerPID = regexp.MustCompile(`\(pid (\d+)\)`)
+
+// removeStalePartials removes the staging directories (resultsdir.Begin: <out>.partial-*) that runs of the
+// item left when their process was killed: those whose INCOMPLETE marker names a process that is gone. A
+// staging directory of a run still going (the same item redelivered while its first worker still runs it) is
+// left alone.
+func removeStalePartials(out string) {
+	dirs, _ := filepath.Glob(out + ".partial-*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, resultsdir.FileIncomplete))
+		if err != nil {
+			continue // no marker yet: a run that is starting
+		}
+		m := markerPID.FindSubmatch(b)
+		if m == nil {
+			continue
+		}
+		pid, err := strconv.Atoi(string(m[1]))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
 // runOne runs a scenario and judges it, as lumina run does. Once ctx is done (the item's deadline, or the
 // worker stopping) the run's directory is not moved into place and its staging directory is removed: an item
 // given up never writes its results directory afterwards. (The simulator itself has no way to stop early:
@@ -227,12 +253,7 @@ func runOne(ctx context.Context, it *queue.Item, p *runPayload, root string) (*R
 	if err != nil {
 		return nil, err
 	}
-	// Staging directories left by a worker killed mid-item (resultsdir.Begin: <dir>.partial-*).
-	if stale, _ := filepath.Glob(out + ".partial-*"); len(stale) > 0 {
-		for _, d := range stale {
-			_ = os.RemoveAll(d)
-		}
-	}
+	removeStalePartials(out)
 	r := &RunResult{Results: where}
 	sc, err := scenario.Parse(p.YAML, p.Scenario)
 	if err != nil {

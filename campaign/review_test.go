@@ -8,12 +8,14 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lumina-go/lumina/queue"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/search"
 )
 
@@ -196,9 +198,21 @@ func TestRunHandlerConfinedAndGivenUp(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(campDir, FileID), []byte("someone-else\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stale := filepath.Join(root, "camp", "items", "0000-x.partial-123")
-	if err := os.MkdirAll(stale, 0o755); err != nil {
+	// A staging directory of a killed run (its process is gone) and one of a run still going (this process).
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
 		t.Fatal(err)
+	}
+	stale := filepath.Join(root, "camp", "items", "0000-x.partial-123")
+	live := filepath.Join(root, "camp", "items", "0000-x.partial-456")
+	for d, pid := range map[string]int{stale: gone.Process.Pid, live: os.Getpid()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		marker := fmt.Sprintf("lumina: this results directory is incomplete: lumina run started at now (pid %d) and has not finished;\n", pid)
+		if err := os.WriteFile(filepath.Join(d, resultsdir.FileIncomplete), []byte(marker), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out, err := h(context.Background(), item("items/0000-x"))
 	if err != nil {
@@ -211,6 +225,9 @@ func TestRunHandlerConfinedAndGivenUp(t *testing.T) {
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("the stale staging directory is still there: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the staging directory of a run still going was removed: %v", err)
 	}
 	if ents, _ := os.ReadDir(campDir); len(ents) != 1 {
 		t.Errorf("the worker wrote into a directory of another campaign: %d entries", len(ents))

@@ -221,11 +221,12 @@ func newWorkerCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `worker connects to the NATS server of a campaign or search (a cluster, or the embedded server of a
 coordinator on this machine) and runs the items it can: simulator runs and search evaluations
 (unless --no-sim), and the runs of each testbed it owns (--testbed NAME, as the campaign file's
-testbeds: names it; the scenario runs as written). It runs one item at a time until stopped; an item
-it was running when stopped is delivered to another worker.
+testbeds: names it; the scenario runs as written). It runs one item at a time, each run in a child
+process killed at the item's deadline, until stopped (SIGINT, SIGTERM): an item it was running then
+goes back to the queue for another worker without using up one of its attempts.
 
 Results directories stay where they ran: in the campaign directory when the coordinator is on this
-machine, else under --results DIR/<campaign>/, and the summary names them host:path.`,
+machine, else under --results DIR/<campaign>/, and the campaign's locations.json names them host:path.`,
 		Example: `  lumina worker --nats nats://127.0.0.1:4222
   lumina worker --nats tls://nats.lab:4222 --nats-creds lab.creds --testbed lab1 --no-sim`,
 		Args: cobra.NoArgs,
