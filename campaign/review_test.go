@@ -313,3 +313,30 @@ func TestRunItemChildKilledAtDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A result from a worker on another machine (host:/path) enters the summary as the item's campaign-relative
+// directory, and locations.json keeps where it is.
+func TestRemoteResultsOnlyInLocations(t *testing.T) {
+	p := &Plan{Name: "m", File: "/some/where/m.yaml", Items: []Item{{Index: 0, ID: "a", Rel: "items/0000-a"}}}
+	done, _ := json.Marshal(RunResult{Verdict: "pass", Results: "far-host:/data/lumina-worker-results/x/items/0000-a"})
+	res := []*queue.Result{{Status: queue.StatusDone, Payload: done, Worker: "far-host/12"}}
+	sum := Merge(p, res)
+	if sum.Items[0].Results != "items/0000-a" || sum.File != "m.yaml" {
+		t.Fatalf("summary item results %q, file %q; want items/0000-a and m.yaml", sum.Items[0].Results, sum.File)
+	}
+	dir := t.TempDir()
+	if err := WriteLocations(dir, p, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSummary(dir, sum); err != nil {
+		t.Fatal(err)
+	}
+	if l := string(mustRead(t, filepath.Join(dir, FileLocations))); !strings.Contains(l, `"results": "far-host:/data/lumina-worker-results/x/items/0000-a"`) {
+		t.Fatalf("locations.json:\n%s", l)
+	}
+	// The history seam skips it: its directory is not on this machine.
+	n := 0
+	if err := ForEachRun(dir, func(ItemSummary, string) error { n++; return nil }); err != nil || n != 0 {
+		t.Fatalf("ForEachRun gave %d items (%v); want none", n, err)
+	}
+}

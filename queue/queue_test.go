@@ -512,3 +512,19 @@ func TestHeartbeatsFollowTheConsumersAckWait(t *testing.T) {
 		t.Fatalf("result %+v after %d runs: want one delivery, one run", r, runs)
 	}
 }
+
+// The reason of an item no handler takes does not depend on which worker took it (it is merged).
+func TestNoHandlerReasonNamesNoWorker(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "nohandler")
+	go (&Worker{JS: js, Name: "host-a/123", Caps: []string{CapSim}, AckWait: 5 * time.Second, Handlers: map[string]Handler{}}).Run(ctx)
+	rs, err := c.RunAll(ctx, []Item{{Key: "a", Kind: "nope", Cap: CapSim}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Status != StatusError || rs[0].Reason != `the worker has no handler for items of kind "nope"` {
+		t.Fatalf("result %+v", rs[0])
+	}
+}
