@@ -28,6 +28,8 @@ type Coordinator struct {
 	notify  chan struct{}
 	nonce   string            // distinguishes this coordinator's item message IDs from an earlier run's
 	retried map[string]uint64 // key -> stream sequence of a failed result set aside by Retry
+	// purgedUpTo is the results stream's last sequence when Purge ran: results up to it are gone.
+	purgedUpTo uint64
 	// Retry, when set before the first Submit, publishes again the item of a key whose result in the stream
 	// is not done (error, timeout, lost): the failed result is removed and not merged.
 	Retry bool
@@ -77,6 +79,10 @@ func NewCoordinator(ctx context.Context, js jetstream.JetStream, campaign string
 
 func (c *Coordinator) deliver(r *Result, seq uint64) {
 	c.mu.Lock()
+	if seq != 0 && seq <= c.purgedUpTo {
+		c.mu.Unlock()
+		return // read before a Purge
+	}
 	if old, ok := c.retried[r.Key]; ok && seq <= old {
 		c.mu.Unlock()
 		return // the failed result Retry set aside
@@ -221,8 +227,17 @@ func (c *Coordinator) RunAll(ctx context.Context, items []Item, progress func(do
 	}
 }
 
-// Purge removes the campaign's items and results from the streams (a campaign started afresh).
+// Purge removes the campaign's items and results from the streams (a campaign started afresh). Results this
+// coordinator read before are forgotten, and any copy of them still on its way is ignored.
 func (c *Coordinator) Purge(ctx context.Context) error {
+	info, err := c.res.Info(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.purgedUpTo = info.State.LastSeq
+	c.results = map[string]*Result{}
+	c.mu.Unlock()
 	if err := c.res.Purge(ctx, jetstream.WithPurgeSubject(resultPrefix+c.campaign+".>")); err != nil {
 		return err
 	}

@@ -528,3 +528,29 @@ func TestNoHandlerReasonNamesNoWorker(t *testing.T) {
 		t.Fatalf("result %+v", rs[0])
 	}
 }
+
+// Purge forgets the results the coordinator had read: the items run again.
+func TestPurgeForgetsResultsRead(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Setup(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := PublishResult(ctx, js, &Result{Campaign: "pf", Key: "a", Status: StatusDone, Payload: json.RawMessage(`"old"`)}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCoord(t, ctx, js, "pf")
+	if r, err := c.Wait(ctx, "a"); err != nil || string(r.Payload) != `"old"` {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if err := c.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go (&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: 5 * time.Second,
+		Handlers: map[string]Handler{"x": func(ctx context.Context, it *Item) (json.RawMessage, error) { return json.RawMessage(`"new"`), nil }}}).Run(ctx)
+	rs, err := c.RunAll(ctx, []Item{{Key: "a", Kind: "x", Cap: CapSim}}, nil)
+	if err != nil || string(rs[0].Payload) != `"new"` {
+		t.Fatalf("after a purge: %+v, %v; want the item run again", rs[0], err)
+	}
+}
