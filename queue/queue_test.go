@@ -554,3 +554,41 @@ func TestPurgeForgetsResultsRead(t *testing.T) {
 		t.Fatalf("after a purge: %+v, %v; want the item run again", rs[0], err)
 	}
 }
+
+// A stopping worker waits for a handler that honours its context to finish (a run in a child process is
+// killed before the worker exits, so it never writes after its item went back to the queue).
+func TestStopWaitsForTheHandler(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "grace")
+	started := make(chan struct{}, 1)
+	var mu sync.Mutex
+	cleaned := false
+	h := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		time.Sleep(300 * time.Millisecond) // killing and reaping a child
+		mu.Lock()
+		cleaned = true
+		mu.Unlock()
+		return nil, ctx.Err()
+	})
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: 5 * time.Second, Handlers: map[string]Handler{"x": h}}).Run(wctx)
+	}()
+	if _, err := c.Submit(ctx, Item{Key: "a", Kind: "x", Cap: CapSim}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	stop()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if !cleaned {
+		t.Fatal("the worker returned before its handler finished")
+	}
+}

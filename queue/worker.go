@@ -197,6 +197,9 @@ func (w *Worker) giveBack(m jetstream.Msg, it *Item) {
 	}
 }
 
+// handlerGrace is how long a worker waits for a handler to return after its context was cancelled.
+const handlerGrace = 2 * time.Second
+
 // runItem runs the handler under the item's deadline, telling JetStream every ackWait/3 that it is still
 // in progress.
 func (w *Worker) runItem(ctx context.Context, m jetstream.Msg, it *Item, h Handler, ackWait time.Duration, res *Result) {
@@ -229,10 +232,16 @@ func (w *Worker) runItem(ctx context.Context, m jetstream.Msg, it *Item, h Handl
 			}
 			return
 		case <-ictx.Done():
+			// A handler that honours its context (a run in a child process it kills) returns at once: wait
+			// a little for it, so that nothing it started outlives the item (nor this worker, when stopping).
+			select {
+			case <-done:
+			case <-time.After(handlerGrace):
+			}
 			if ctx.Err() != nil {
 				return
 			}
-			// The deadline passed and the handler has not returned: abandon it.
+			// The deadline passed: the item timed out, whether or not the handler returned (else abandoned).
 			res.Status, res.Reason = StatusTimeout, fmt.Sprintf("ran past its deadline of %s", it.Timeout)
 			return
 		case <-beat.C:
