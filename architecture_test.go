@@ -53,7 +53,7 @@ var allowed = map[string][]string{
 	"wireshark":         {},
 	"htmlreport":        {"roce", "scenario", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "version"},
 	"queue":             {},
-	"campaign":          {"queue", "rnic", "rundiff", "scenario", "search", "testbed", "verdict", "version"},
+	"campaign":          {"queue", "resultsdir", "rnic", "rundiff", "scenario", "search", "testbed", "verdict", "version"},
 }
 
 // never are the arrows that must not exist even through other packages: the data flows one way (scenario ->

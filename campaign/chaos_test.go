@@ -25,13 +25,29 @@ import (
 // The chaos test runs the coordinator and the workers as processes of this test binary (TestMain picks the
 // role from the environment), kills them at random points and checks the merged summary byte for byte.
 const (
-	envRole = "LUMINA_CAMPAIGN_TEST_ROLE"
-	envDir  = "LUMINA_CAMPAIGN_TEST_DIR"
-	envAddr = "LUMINA_CAMPAIGN_TEST_ADDR"
-	envFile = "LUMINA_CAMPAIGN_TEST_FILE"
+	envRole  = "LUMINA_CAMPAIGN_TEST_ROLE"
+	envDir   = "LUMINA_CAMPAIGN_TEST_DIR"
+	envAddr  = "LUMINA_CAMPAIGN_TEST_ADDR"
+	envFile  = "LUMINA_CAMPAIGN_TEST_FILE"
+	childArg = "run-item-child"
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == childArg { // a run item's child process (WorkerOptions.Exec)
+		if err := RunItemMain(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	// Never the user's run history (nothing here records a run; a child process never will either).
+	tmp := ""
+	if os.Getenv("LUMINA_HISTORY") == "" {
+		if d, err := os.MkdirTemp("", "lumina-campaign-test-history-"); err == nil {
+			tmp = d
+			os.Setenv("LUMINA_HISTORY", filepath.Join(tmp, "history.db"))
+		}
+	}
 	switch os.Getenv(envRole) {
 	case "coordinator":
 		os.Exit(roleCoordinator())
@@ -40,7 +56,11 @@ func TestMain(m *testing.M) {
 	case "search":
 		os.Exit(roleSearch())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if tmp != "" {
+		os.RemoveAll(tmp)
+	}
+	os.Exit(code)
 }
 
 // roleCoordinator runs the campaign with no local worker on a fixed loopback address.

@@ -2,7 +2,9 @@ package campaign
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -29,6 +32,14 @@ const (
 	FileSummaryText = "summary.txt"
 	FileNATSURL     = "nats.url" // the embedded server's address while the coordinator runs
 	DirNATS         = "nats"     // the embedded server's JetStream store
+	// FileLock is held (flock) by the coordinator of the directory: a second one on the same --out refuses.
+	FileLock = "nats.lock"
+	// FileID holds the directory's campaign token (queue subjects): random when the directory is made, so a
+	// directory removed and made again is a new campaign, never the old one's results.
+	FileID = "campaign.id"
+	// FileLocations says where each item's results directory is (machine and path): not merged, as it
+	// depends on where the items ran.
+	FileLocations = "locations.json"
 )
 
 // Queue says where the work queue is: an embedded server (URL empty) or a NATS cluster.
@@ -40,6 +51,8 @@ type Queue struct {
 	Workers  int    // local workers in this process
 	AckWait  time.Duration
 	Log      func(format string, a ...any)
+	// Exec runs the local workers' run items in child processes (WorkerOptions.Exec); nil: in process.
+	Exec []string
 }
 
 // Session is a connected queue with its local workers: embedded server, connection, workers.
@@ -81,7 +94,7 @@ func Open(dir string, q Queue) (*Session, error) {
 	s.cancel = cancel
 	for i := range q.Workers {
 		w := &queue.Worker{JS: s.JS, Name: fmt.Sprintf("%s/local-%d", hostname, i+1), Caps: []string{queue.CapSim},
-			Handlers: Handlers(WorkerOptions{}), AckWait: q.AckWait, Log: q.Log}
+			Handlers: Handlers(WorkerOptions{Exec: q.Exec}), AckWait: q.AckWait, Log: q.Log}
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); _ = w.Run(ctx) }()
 	}
@@ -133,16 +146,69 @@ type RunOptions struct {
 	Dir      string
 	Queue    Queue
 	Progress io.Writer
+	// Fresh removes the campaign's results from the stream first: every item runs again.
+	Fresh bool
+	// Retry runs again the items whose result is error, timeout or lost; done results are kept.
+	Retry bool
+	// Deadline, when positive, bounds the whole campaign: past it the campaign stops (ErrDeadline).
+	Deadline time.Duration
 }
 
-// ID is the campaign's queue token: its name and a hash of its directory, so that two campaigns of one
-// cluster never share items.
-func ID(name, dir string) string {
-	abs, _ := filepath.Abs(dir)
+// ErrDeadline is returned by Run when the campaign's deadline passed before every item had its result.
+var ErrDeadline = errors.New("campaign deadline passed")
+
+// ID is the campaign's queue token for a directory: its name and a hash of the machine, the directory and a
+// random nonce kept in the directory (FileID, made on first use), so that two campaigns of one cluster never
+// share items and a directory removed and made again starts a new campaign.
+func ID(name, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	f := filepath.Join(abs, FileID)
+	if b, err := os.ReadFile(f); err == nil {
+		if id := strings.TrimSpace(string(b)); queue.CheckToken("campaign id", id) == nil {
+			return id, nil
+		}
+		return "", fmt.Errorf("%s: not a campaign token; remove it to start the campaign afresh", f)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
 	h := fnv.New64a()
-	h.Write([]byte(hostname + ":" + abs))
-	return queue.CampaignID(name, h.Sum64())
+	fmt.Fprintf(h, "%s:%s:%x", hostname, abs, nonce)
+	id := queue.CampaignID(name, h.Sum64())
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", err
+	}
+	return id, writeFile(f, []byte(id+"\n"))
 }
+
+// lockDir takes the directory's coordinator lock; the returned file holds it until closed (or the process
+// ends). A directory another coordinator holds is an error naming that process.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, FileLock)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		who := strings.TrimSpace(string(b))
+		if who == "" {
+			who = "another process"
+		}
+		return nil, fmt.Errorf("%w: %s is being run by %s (lock %s): wait for it or use another --out", ErrLocked, dir, who, path)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(fmt.Sprintf("lumina pid %d on %s\n", os.Getpid(), hostname)), 0)
+	return f, nil
+}
+
+// ErrLocked is returned by Run when another coordinator runs the same directory.
+var ErrLocked = errors.New("campaign directory in use")
 
 // Run runs the plan: it publishes every item whose result is not already in the stream (a re-run on the same
 // directory continues), waits for all results, and writes summary.json and summary.txt in o.Dir.
@@ -154,24 +220,40 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	id, err := ID(p.Name, dir)
+	if err != nil {
+		return nil, err
+	}
 	s, err := Open(dir, o.Queue)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	if o.Progress != nil {
-		fmt.Fprintf(o.Progress, "campaign %s (queue token %s): %d items; queue %s", p.Name, ID(p.Name, dir), len(p.Items), s.URL)
+		fmt.Fprintf(o.Progress, "campaign %s (queue token %s): %d items; queue %s", p.Name, id, len(p.Items), s.URL)
 		if s.Embedded {
 			fmt.Fprintf(o.Progress, " (embedded; more workers on this machine: lumina worker --nats %s)", s.URL)
 		}
 		fmt.Fprintf(o.Progress, "; %d local workers\n", o.Queue.Workers)
 	}
-	c, err := queue.NewCoordinator(ctx, s.JS, ID(p.Name, dir), o.Queue.Replicas)
+	c, err := queue.NewCoordinator(ctx, s.JS, id, o.Queue.Replicas)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
+	c.Retry = o.Retry
+	if o.Fresh {
+		if err := c.Purge(ctx); err != nil {
+			return nil, fmt.Errorf("--fresh: removing the campaign's results: %w", err)
+		}
+	}
 	items := make([]queue.Item, len(p.Items))
+	keep := map[string]bool{}
 	for i, it := range p.Items {
 		pl, err := json.Marshal(runPayload{Scenario: it.Abs, YAML: it.YAML, Profile: it.Profile, Seed: it.Seed, HasSeed: it.HasSeed, Rel: it.Rel})
 		if err != nil {
@@ -179,6 +261,11 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (*Summary, error) {
 		}
 		items[i] = queue.Item{Key: it.Key, Kind: KindRun, Cap: it.Cap(), Timeout: p.Timeout, Attempts: p.Attempts,
 			Payload: pl, Host: hostname, Dir: dir}
+		keep[it.Key] = true
+	}
+	// Items of an earlier version of the campaign file are not run.
+	if err := c.PurgeOthers(ctx, keep); err != nil {
+		return nil, err
 	}
 	var caps []string
 	for _, it := range p.Items {
@@ -186,9 +273,21 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (*Summary, error) {
 			caps = append(caps, it.Cap())
 		}
 	}
+	// The coordinator sets the ack wait of the consumers its items go through (workers never change it).
+	for _, cp := range caps {
+		if _, err := queue.EnsureConsumer(ctx, s.JS, cp, o.Queue.AckWait, true); err != nil {
+			return nil, fmt.Errorf("consumer for %s: %w", cp, err)
+		}
+	}
+	rctx := ctx
+	if o.Deadline > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, o.Deadline)
+		defer cancel()
+	}
 	var last time.Time
 	lastDone := -1
-	res, err := c.RunAll(ctx, items, func(done, total int) {
+	res, err := c.RunAll(rctx, items, func(done, total int) {
 		if o.Progress != nil && (done != lastDone && time.Since(last) >= time.Second || done == total || time.Since(last) >= 30*time.Second) {
 			stalled := done == lastDone
 			last, lastDone = time.Now(), done
@@ -198,11 +297,52 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (*Summary, error) {
 			}
 		}
 	})
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w: %s passed with %d of %d results: is a worker running that can take the items left (%s)? (re-run the same command to continue)",
+			ErrDeadline, o.Deadline, countDone(res), len(items), strings.Join(caps, ", "))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("campaign stopped with %d of %d results (re-run the same command to continue): %w", countDone(res), len(items), err)
 	}
 	sum := Merge(p, res)
+	if err := WriteLocations(dir, p, res); err != nil {
+		return nil, err
+	}
 	return sum, WriteSummary(dir, sum)
+}
+
+// Locations is locations.json: where each item's results directory is, relative to the campaign directory
+// when a worker on this machine wrote it there, else host:path on the worker's machine.
+type Locations struct {
+	Items []Location `json:"items"`
+}
+
+// Location is one item's entry in Locations.
+type Location struct {
+	Index   int    `json:"index"`
+	Results string `json:"results"`
+	Worker  string `json:"worker,omitempty"`
+}
+
+// WriteLocations writes locations.json for the items that ran.
+func WriteLocations(dir string, p *Plan, res []*queue.Result) error {
+	var l Locations
+	for i, it := range p.Items {
+		r := res[i]
+		if r == nil || r.Status != queue.StatusDone {
+			continue
+		}
+		var rr RunResult
+		if json.Unmarshal(r.Payload, &rr) != nil || rr.Results == "" {
+			continue
+		}
+		l.Items = append(l.Items, Location{Index: it.Index, Results: rr.Results, Worker: r.Worker})
+	}
+	b, err := version.MarshalDocument(&l)
+	if err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, FileLocations), b)
 }
 
 func countDone(rs []*queue.Result) int {
@@ -218,7 +358,7 @@ func countDone(rs []*queue.Result) int {
 // Merge makes the summary from the results, by item index: arrival order, workers and deliveries do not
 // enter it.
 func Merge(p *Plan, res []*queue.Result) *Summary {
-	sum := &Summary{Campaign: p.Name, File: p.File, Totals: map[string]int{}}
+	sum := &Summary{Campaign: p.Name, File: filepath.Base(p.File), Totals: map[string]int{}}
 	for i, it := range p.Items {
 		is := ItemSummary{Index: it.Index, ID: it.ID, Scenario: it.Scenario, Profile: it.Profile, Testbed: it.Testbed, Seed: it.Seed}
 		r := res[i]
@@ -231,7 +371,12 @@ func Merge(p *Plan, res []*queue.Result) *Summary {
 				is.Verdict, is.Exit, is.Reason = "error", 2, "malformed result: "+err.Error()
 				break
 			}
-			is.Verdict, is.Exit, is.Reason, is.Metrics, is.Results = rr.Verdict, rr.Exit, rr.Reason, rr.Metrics, rr.Results
+			// Results is the item's directory relative to the campaign directory, wherever it ran (where it
+			// is goes in locations.json).
+			is.Verdict, is.Exit, is.Reason, is.Metrics = rr.Verdict, rr.Exit, rr.Reason, rr.Metrics
+			if rr.Results != "" {
+				is.Results = it.Rel
+			}
 		default:
 			is.Verdict, is.Exit, is.Reason = r.Status, 2, r.Reason
 		}
@@ -352,17 +497,32 @@ func LoadSummary(dir string) (*Summary, error) {
 }
 
 // ForEachRun calls fn with every item of a finished campaign whose results directory is on this machine, with
-// that directory's path: the seam for recording a suite in the run history (another package's job).
+// that directory's path: the seam for recording a suite in the run history (another package's job). Where an
+// item ran is in locations.json; without it, the summary's relative directories are taken as local.
 func ForEachRun(dir string, fn func(it ItemSummary, resultsDir string) error) error {
 	s, err := LoadSummary(dir)
 	if err != nil {
 		return err
 	}
+	where := map[int]string{}
+	if b, err := os.ReadFile(filepath.Join(dir, FileLocations)); err == nil {
+		var l Locations
+		if err := json.Unmarshal(b, &l); err != nil {
+			return fmt.Errorf("%s: %w", FileLocations, err)
+		}
+		for _, x := range l.Items {
+			where[x.Index] = x.Results
+		}
+	}
 	for _, it := range s.Items {
-		if it.Results == "" || strings.Contains(it.Results, ":") {
+		loc, ok := where[it.Index]
+		if !ok {
+			loc = it.Results
+		}
+		if loc == "" || strings.Contains(loc, ":") || !filepath.IsLocal(loc) {
 			continue // did not run, or kept on a remote worker
 		}
-		if err := fn(it, filepath.Join(dir, it.Results)); err != nil {
+		if err := fn(it, filepath.Join(dir, loc)); err != nil {
 			return err
 		}
 	}

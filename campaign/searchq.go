@@ -17,7 +17,8 @@ import (
 // for its result. The engine merges results by proposal index, so the search is the same whatever workers ran
 // the evaluations and in what order they finished.
 type QueueEvaluator struct {
-	Profile  string
+	Profile string
+	// Timeout is each evaluation's deadline once a worker started it; 0 (default): none, as in process.
 	Timeout  time.Duration
 	Attempts int
 	c        *queue.Coordinator
@@ -31,12 +32,24 @@ func OpenSearchQueue(ctx context.Context, dir, profile string, q Queue) (*QueueE
 	if err != nil {
 		return nil, err
 	}
-	c, err := queue.NewCoordinator(ctx, s.JS, ID("search", dir), q.Replicas)
+	id, err := ID("search", dir)
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
-	return &QueueEvaluator{Profile: profile, Timeout: 10 * time.Minute, Attempts: DefaultAttempts, c: c, s: s}, nil
+	c, err := queue.NewCoordinator(ctx, s.JS, id, q.Replicas)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if _, err := queue.EnsureConsumer(ctx, s.JS, queue.CapSim, q.AckWait, true); err != nil {
+		c.Close()
+		s.Close()
+		return nil, err
+	}
+	// A failed evaluation (error, timeout, lost) is not an answer to keep: a resumed search asks again.
+	c.Retry = true
+	return &QueueEvaluator{Profile: profile, Attempts: DefaultAttempts, c: c, s: s}, nil
 }
 
 // URL is the queue's server.

@@ -20,6 +20,7 @@ import (
 	"github.com/lumina-go/lumina/queue"
 	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/version"
 )
 
 // Spec is a campaign file.
@@ -99,6 +100,10 @@ func Parse(data []byte, path string) (*Plan, error) {
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, a...)...))
 	}
+	// The name is the default campaign directory campaigns/<name>: one path element, never leaving it.
+	if !filepath.IsLocal(p.Name) || strings.ContainsAny(p.Name, `/\`) || strings.HasPrefix(p.Name, ".") {
+		bad("name: %q: expected a plain name (no path separators, not starting with '.')", p.Name)
+	}
 	if s.Timeout != "" {
 		d, err := time.ParseDuration(s.Timeout)
 		if err != nil || d <= 0 {
@@ -122,6 +127,7 @@ func Parse(data []byte, path string) (*Plan, error) {
 		parsed     *scenario.Scenario
 	}
 	var scs []sc
+	seenSc := map[string]int{}
 	for i, f := range s.Scenarios {
 		abs, err := filepath.Abs(filepath.Join(base, f))
 		if filepath.IsAbs(f) {
@@ -131,6 +137,11 @@ func Parse(data []byte, path string) (*Plan, error) {
 			bad("scenarios[%d]: %v", i, err)
 			continue
 		}
+		if j, dup := seenSc[abs]; dup {
+			bad("scenarios[%d]: %s is scenarios[%d] again", i, f, j)
+			continue
+		}
+		seenSc[abs] = i
 		data, err := os.ReadFile(abs)
 		if err != nil {
 			bad("scenarios[%d]: %s: cannot read it: %v", i, f, errors.Unwrap(err))
@@ -144,6 +155,7 @@ func Parse(data []byte, path string) (*Plan, error) {
 		scs = append(scs, sc{f, abs, data, parsed})
 	}
 	profiles := map[string]bool{}
+	profileData := map[string][]byte{} // profile file -> its content (hashed into the item keys)
 	for i, pr := range s.Profiles {
 		switch low := strings.ToLower(pr); {
 		case pr == "":
@@ -155,6 +167,9 @@ func Parse(data []byte, path string) (*Plan, error) {
 			}
 			if err == nil {
 				_, err = rnic.LoadProfile(abs)
+			}
+			if err == nil {
+				profileData[abs], err = os.ReadFile(abs)
 			}
 			if err != nil {
 				bad("profiles[%d]: %v", i, err)
@@ -211,10 +226,28 @@ func Parse(data []byte, path string) (*Plan, error) {
 	if n := len(scs) * len(targets) * len(seedList); n > maxItems {
 		return nil, fmt.Errorf("%s: the matrix has %d items; expected at most %d", path, n, maxItems)
 	}
+	ver := version.Get().String()
+	ids := map[string]int{}
 	for _, c := range scs {
+		// Files the scenario names (its NIC profile files) enter the key: a changed file is a new item.
+		var named []byte
+		for _, typ := range []string{c.parsed.Requester.NIC.Type, c.parsed.Responder.NIC.Type} {
+			if ref := c.parsed.ProfileRef(typ); ref != typ {
+				b, err := os.ReadFile(ref)
+				if err != nil {
+					return nil, fmt.Errorf("%s: scenario %s: NIC profile file %s: %v", path, c.given, ref, errors.Unwrap(err))
+				}
+				named = append(append(named, b...), 0)
+			}
+		}
 		for _, t := range targets {
 			if t.profile == "" && t.testbed == "" && c.parsed.Testbed != "" && c.parsed.Testbed != "sim" {
 				return nil, fmt.Errorf("%s: scenario %s runs on testbed %q: list the name of the worker-owned testbed under testbeds", path, c.given, c.parsed.Testbed)
+			}
+			if t.profile != "" && c.parsed.Testbed != "" && c.parsed.Testbed != "sim" {
+				// A profile item runs on the simulator's workers: a scenario written for a real testbed
+				// (VMs, remote hosts) must not start there.
+				return nil, fmt.Errorf("%s: scenario %s runs on testbed %q, and profiles: runs every scenario on the simulator: list its worker-owned testbed under testbeds (with no profiles), or make a simulator copy of the scenario", path, c.given, c.parsed.Testbed)
 			}
 			for _, sd := range seedList {
 				it := Item{Index: len(p.Items), Scenario: c.given, Abs: c.abs, YAML: c.data, Profile: t.profile, Testbed: t.testbed}
@@ -231,9 +264,22 @@ func Parse(data []byte, path string) (*Plan, error) {
 					target = "testbed-" + t.testbed
 				}
 				it.ID = fmt.Sprintf("%s/%s/seed-%d", name, target, it.Seed)
+				if j, dup := ids[it.ID]; dup {
+					return nil, fmt.Errorf("%s: items %d and %d are both %s: two scenarios or profiles of the same name (rename one)", path, j, it.Index, it.ID)
+				}
+				ids[it.ID] = it.Index
+				// The key is a hash of what the run depends on: contents (scenario, profile file, files the
+				// scenario names), not paths, and the lumina version; a change is a new item, never a stale result.
 				h := fnv.New64a()
-				fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00", c.abs, t.profile, t.testbed, it.Seed)
+				fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00", ver, t.testbed, it.Seed, len(c.data))
 				h.Write(c.data)
+				if d, ok := profileData[t.profile]; ok {
+					fmt.Fprintf(h, "\x00file\x00%d\x00", len(d))
+					h.Write(d)
+				} else {
+					fmt.Fprintf(h, "\x00name\x00%s\x00", t.profile)
+				}
+				h.Write(named)
 				it.Key = fmt.Sprintf("i%05d-%016x", it.Index, h.Sum64())
 				it.Rel = filepath.Join("items", fmt.Sprintf("%04d-%s-%s-s%d", it.Index, sanitize(name), sanitize(target), it.Seed))
 				p.Items = append(p.Items, it)

@@ -177,6 +177,9 @@ func TestRunHandlerWhereResultsGo(t *testing.T) {
 	}
 	pl, _ := json.Marshal(runPayload{Scenario: sc, YAML: data, Profile: "cx6dx", Seed: 3, HasSeed: true, Rel: "items/0000-x"})
 	root, campDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(campDir, FileID), []byte("camp\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	h := Handlers(WorkerOptions{ResultsRoot: root})[KindRun]
 	for _, c := range []struct{ host, wantDir, wantResults string }{
 		{"another-machine", filepath.Join(root, "camp", "items/0000-x"), hostname + ":" + filepath.Join(root, "camp", "items/0000-x")},

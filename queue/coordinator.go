@@ -13,8 +13,8 @@ import (
 )
 
 // Coordinator publishes one campaign's items and collects their results, keyed by item: whatever order and
-// however many times results arrive, each key has one result (the first seen; a key's result is a pure
-// function of the item, so any copy is the same).
+// however many times results arrive, each key has one result, the stream's (workers publish a result only
+// onto an empty subject, so the first result of an item is the only one).
 type Coordinator struct {
 	js       jetstream.JetStream
 	campaign string
@@ -26,6 +26,13 @@ type Coordinator struct {
 	results map[string]*Result
 	waiters map[string][]chan *Result
 	notify  chan struct{}
+	nonce   string            // distinguishes this coordinator's item message IDs from an earlier run's
+	retried map[string]uint64 // key -> stream sequence of a failed result set aside by Retry
+	// purgedUpTo is the results stream's last sequence when Purge ran: results up to it are gone.
+	purgedUpTo uint64
+	// Retry, when set before the first Submit, publishes again the item of a key whose result in the stream
+	// is not done (error, timeout, lost): the failed result is removed and not merged.
+	Retry bool
 	// OnResult, when set before the first Submit, is called once per key as its result arrives.
 	OnResult func(*Result)
 }
@@ -40,7 +47,7 @@ func NewCoordinator(ctx context.Context, js jetstream.JetStream, campaign string
 		return nil, err
 	}
 	c := &Coordinator{js: js, campaign: campaign, results: map[string]*Result{}, waiters: map[string][]chan *Result{},
-		notify: make(chan struct{}, 1)}
+		notify: make(chan struct{}, 1), nonce: nonce(), retried: map[string]uint64{}}
 	var err error
 	if c.work, err = js.Stream(ctx, WorkStream); err != nil {
 		return nil, err
@@ -58,7 +65,11 @@ func NewCoordinator(ctx context.Context, js jetstream.JetStream, campaign string
 		if json.Unmarshal(m.Data(), &r) != nil || r.Campaign != campaign {
 			return // not ours to judge: a result that does not parse is never merged
 		}
-		c.deliver(&r)
+		var seq uint64
+		if md, err := m.Metadata(); err == nil {
+			seq = md.Sequence.Stream
+		}
+		c.deliver(&r, seq)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading results: %w", err)
@@ -66,8 +77,16 @@ func NewCoordinator(ctx context.Context, js jetstream.JetStream, campaign string
 	return c, nil
 }
 
-func (c *Coordinator) deliver(r *Result) {
+func (c *Coordinator) deliver(r *Result, seq uint64) {
 	c.mu.Lock()
+	if seq != 0 && seq <= c.purgedUpTo {
+		c.mu.Unlock()
+		return // read before a Purge
+	}
+	if old, ok := c.retried[r.Key]; ok && seq <= old {
+		c.mu.Unlock()
+		return // the failed result Retry set aside
+	}
 	if _, dup := c.results[r.Key]; dup {
 		c.mu.Unlock()
 		return
@@ -100,16 +119,26 @@ func (c *Coordinator) Submit(ctx context.Context, it Item) (fresh bool, err erro
 		return false, err
 	}
 	c.mu.Lock()
-	_, have := c.results[it.Key]
+	r, have := c.results[it.Key]
 	c.mu.Unlock()
-	if have {
+	if have && !(c.Retry && r.Status != StatusDone) {
 		return false, nil
 	}
 	if m, err := c.res.GetLastMsgForSubject(ctx, resultSubject(c.campaign, it.Key)); err == nil {
 		var r Result
 		if json.Unmarshal(m.Data, &r) == nil && r.Campaign == c.campaign {
-			c.deliver(&r)
-			return false, nil
+			if !c.Retry || r.Status == StatusDone {
+				c.deliver(&r, m.Sequence)
+				return false, nil
+			}
+			// Retry: set the failed result aside and publish the item again.
+			c.mu.Lock()
+			c.retried[it.Key] = m.Sequence
+			delete(c.results, it.Key)
+			c.mu.Unlock()
+			if err := c.res.Purge(ctx, jetstream.WithPurgeSubject(resultSubject(c.campaign, it.Key))); err != nil {
+				return false, fmt.Errorf("removing the failed result of %s: %w", it.Key, err)
+			}
 		}
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, fmt.Errorf("looking up the result of %s: %w", it.Key, err)
@@ -123,7 +152,7 @@ func (c *Coordinator) Submit(ctx context.Context, it Item) (fresh bool, err erro
 	if err != nil {
 		return false, err
 	}
-	if _, err := c.js.Publish(ctx, workSubject(&it), data, jetstream.WithMsgID("item."+c.campaign+"."+it.Key)); err != nil {
+	if _, err := c.js.Publish(ctx, workSubject(&it), data, jetstream.WithMsgID("item."+c.campaign+"."+it.Key+"."+c.nonce)); err != nil {
 		return false, fmt.Errorf("publishing item %s: %w", it.Key, err)
 	}
 	return true, nil
@@ -198,12 +227,40 @@ func (c *Coordinator) RunAll(ctx context.Context, items []Item, progress func(do
 	}
 }
 
-// Purge removes the campaign's items and results from the streams (a campaign started afresh).
+// Purge removes the campaign's items and results from the streams (a campaign started afresh). Results this
+// coordinator read before are forgotten, and any copy of them still on its way is ignored.
 func (c *Coordinator) Purge(ctx context.Context) error {
+	info, err := c.res.Info(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.purgedUpTo = info.State.LastSeq
+	c.results = map[string]*Result{}
+	c.mu.Unlock()
 	if err := c.res.Purge(ctx, jetstream.WithPurgeSubject(resultPrefix+c.campaign+".>")); err != nil {
 		return err
 	}
 	return c.work.Purge(ctx, jetstream.WithPurgeSubject(workPrefix+"*."+c.campaign+".>"))
+}
+
+// PurgeOthers removes the campaign's queued items whose key is not in keep (items of an earlier version of
+// the campaign), so that they do not run.
+func (c *Coordinator) PurgeOthers(ctx context.Context, keep map[string]bool) error {
+	filter := workPrefix + "*." + c.campaign + ".>"
+	info, err := c.work.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return fmt.Errorf("listing queued items: %w", err)
+	}
+	for subj := range info.State.Subjects {
+		if keep[subj[strings.LastIndexByte(subj, '.')+1:]] {
+			continue
+		}
+		if err := c.work.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+			return fmt.Errorf("removing queued item %s: %w", subj, err)
+		}
+	}
+	return nil
 }
 
 // CampaignID makes a campaign token from a name and a distinguishing string (e.g. the directory).

@@ -11,13 +11,16 @@
 // A worker binds to one durable pull consumer per capability it declares (work-<capability>, filter
 // lumina.work.<capability>.>), so it only ever receives items it can run. It publishes the result, waits for
 // the stream's acknowledgement and only then acks the item: a worker killed mid-item leaves the item unacked
-// and JetStream redelivers it after AckWait (a long item is kept alive with InProgress heartbeats). Results are
-// keyed by campaign and item (Nats-Msg-Id and the subject), so a redelivered item that did finish twice is
-// still one result.
+// and JetStream redelivers it after AckWait (a long item is kept alive with InProgress heartbeats); a worker
+// stopped gracefully gives the item back without using up an attempt. Results are keyed by campaign and item
+// (the subject) and published only onto an empty subject, so the first result of an item stays for good and
+// a redelivered item that did finish twice is still one result.
 package queue
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,6 +157,43 @@ func Setup(ctx context.Context, js jetstream.JetStream, replicas int) error {
 func workSubject(it *Item) string { return workPrefix + it.Cap + "." + it.Campaign + "." + it.Key }
 
 func resultSubject(campaign, key string) string { return resultPrefix + campaign + "." + key }
+
+// EnsureConsumer binds to the durable consumer of a capability, creating it with ackWait when it does not
+// exist. update (a coordinator) sets the ack wait of an existing consumer; a worker (update false) uses the
+// consumer as it is, so that workers with other defaults never reconfigure the one the coordinator chose.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, capability string, ackWait time.Duration, update bool) (jetstream.Consumer, error) {
+	if ackWait <= 0 {
+		ackWait = DefaultAckAge
+	}
+	if !update {
+		cn, err := js.Consumer(ctx, WorkStream, ConsumerName(capability))
+		if err == nil {
+			return cn, nil
+		}
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, err
+		}
+	}
+	return js.CreateOrUpdateConsumer(ctx, WorkStream, jetstream.ConsumerConfig{Durable: ConsumerName(capability),
+		FilterSubject: workPrefix + capability + ".>", AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
+		MaxDeliver: -1, MaxAckPending: -1})
+}
+
+// IsWrongLastSequence reports whether a publish was refused because the subject already has a message (the
+// expected last subject sequence did not match).
+func IsWrongLastSequence(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && (ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// nonce is a random token, for message IDs that must differ between runs (the stream's duplicate window
+// would otherwise drop an item republished after a purge).
+func nonce() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // Check reports whether the item can be published.
 func (it *Item) Check() error {

@@ -84,13 +84,13 @@ func TestKilledWorkerItemRedelivered(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	w1ctx, kill := context.WithCancel(ctx)
-	w1 := &Worker{JS: js, Name: "w1", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": block}}
+	w1 := &Worker{JS: js, Name: "w1", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": block}, dieOnStop: true}
 	go w1.Run(w1ctx)
 	if _, err := c.Submit(ctx, Item{Key: "a", Kind: "x", Cap: CapSim, Attempts: 5}); err != nil {
 		t.Fatal(err)
 	}
 	<-started
-	kill() // w1 dies mid-item
+	kill() // w1 dies mid-item (dieOnStop: as a killed process, it does not give the item back)
 	w2 := &Worker{JS: js, Name: "w2", Caps: []string{CapSim}, AckWait: time.Second,
 		Handlers: map[string]Handler{"x": func(ctx context.Context, it *Item) (json.RawMessage, error) { return json.RawMessage(`"ok"`), nil }}}
 	go w2.Run(ctx)
@@ -154,7 +154,7 @@ func TestLostAndTimedOutItems(t *testing.T) {
 	}
 	for range 2 { // two workers die mid-item
 		wctx, kill := context.WithCancel(ctx)
-		go (&Worker{JS: js, Name: "doomed", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": block}}).Run(wctx)
+		go (&Worker{JS: js, Name: "doomed", Caps: []string{CapSim}, AckWait: time.Second, Handlers: map[string]Handler{"x": block}, dieOnStop: true}).Run(wctx)
 		<-started
 		kill()
 	}
@@ -298,5 +298,297 @@ func TestEmbeddedAddressInUse(t *testing.T) {
 	_, err := StartEmbedded(t.TempDir(), addr)
 	if err == nil || !strings.Contains(err.Error(), "address already in use") || time.Since(start) > 5*time.Second {
 		t.Fatalf("got %v after %s; want an immediate address-in-use error", err, time.Since(start))
+	}
+}
+
+// A worker stopped gracefully (its context cancelled) mid-item gives the item back without using up an
+// attempt: with attempts 1 the next worker still runs it, on a first delivery.
+func TestStoppedWorkerKeepsTheAttempt(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "stopped")
+	started := make(chan struct{}, 1)
+	block := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	w1ctx, stop := context.WithCancel(ctx)
+	done1 := make(chan struct{})
+	go func() {
+		defer close(done1)
+		(&Worker{JS: js, Name: "w1", Caps: []string{CapSim}, AckWait: 5 * time.Second, Handlers: map[string]Handler{"x": block}}).Run(w1ctx)
+	}()
+	if _, err := c.Submit(ctx, Item{Key: "a", Kind: "x", Cap: CapSim, Attempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	stop()
+	<-done1
+	go (&Worker{JS: js, Name: "w2", Caps: []string{CapSim}, AckWait: 5 * time.Second,
+		Handlers: map[string]Handler{"x": func(ctx context.Context, it *Item) (json.RawMessage, error) { return json.RawMessage(`"ok"`), nil }}}).Run(ctx)
+	r, err := c.Wait(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusDone || r.Worker != "w2" || r.Delivery != 1 {
+		t.Fatalf("result %+v: want done by w2 on a first delivery (the stopped worker used no attempt)", r)
+	}
+}
+
+// After a purge, the same items published again within the duplicate window are not dropped as duplicates.
+func TestRepublishAfterPurge(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go (&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: 5 * time.Second,
+		Handlers: map[string]Handler{"x": func(ctx context.Context, it *Item) (json.RawMessage, error) { return it.Payload, nil }}}).Run(ctx)
+	items := []Item{{Key: "a", Kind: "x", Cap: CapSim, Payload: json.RawMessage(`1`)}}
+	c1 := newCoord(t, ctx, js, "again")
+	if _, err := c1.RunAll(ctx, items, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c1.Close()
+	c2 := newCoord(t, ctx, js, "again")
+	if fresh, err := c2.Submit(ctx, items[0]); err != nil || !fresh {
+		t.Fatalf("submit after purge: fresh %v, %v", fresh, err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if r, err := c2.Wait(wctx, "a"); err != nil || r.Status != StatusDone {
+		t.Fatalf("after a purge the item got %+v, %v; want it run again", r, err)
+	}
+}
+
+// The first result of an item stays for good: a second one is refused by the stream, and a coordinator
+// reads the first.
+func TestFirstResultWins(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Setup(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"first", "second"} {
+		if err := PublishResult(ctx, js, &Result{Campaign: "fw", Key: "a", Status: StatusDone, Worker: w, Payload: json.RawMessage(`"` + w + `"`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newCoord(t, ctx, js, "fw")
+	r, err := c.Wait(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Worker != "first" {
+		t.Fatalf("result by %s; want the first one", r.Worker)
+	}
+}
+
+// Retry publishes again the items whose result failed; done results are kept.
+func TestRetryResubmitsFailures(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Setup(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Result{{Campaign: "rt", Key: "bad", Status: StatusLost, Reason: "given up"}, {Campaign: "rt", Key: "good", Status: StatusDone, Payload: json.RawMessage(`"old"`)}} {
+		if err := PublishResult(ctx, js, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go (&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: 5 * time.Second,
+		Handlers: map[string]Handler{"x": func(ctx context.Context, it *Item) (json.RawMessage, error) { return json.RawMessage(`"new"`), nil }}}).Run(ctx)
+	c := newCoord(t, ctx, js, "rt")
+	c.Retry = true
+	rs, err := c.RunAll(ctx, []Item{{Key: "bad", Kind: "x", Cap: CapSim}, {Key: "good", Kind: "x", Cap: CapSim}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Status != StatusDone || string(rs[0].Payload) != `"new"` || string(rs[1].Payload) != `"old"` {
+		t.Fatalf("results %+v %+v: want the lost item run again and the done one kept", rs[0], rs[1])
+	}
+}
+
+// Items of the campaign that are no longer in its plan are removed from the queue; the others stay.
+func TestPurgeOthers(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "edit")
+	other := newCoord(t, ctx, js, "other")
+	for _, k := range []string{"keep", "gone"} {
+		if _, err := c.Submit(ctx, Item{Key: k, Kind: "x", Cap: CapSim}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := other.Submit(ctx, Item{Key: "gone", Kind: "x", Cap: CapSim}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PurgeOthers(ctx, map[string]bool{"keep": true}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, WorkStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{"lumina.work.sim.edit.keep": 1, "lumina.work.sim.other.gone": 1}
+	if fmt.Sprint(info.State.Subjects) != fmt.Sprint(want) {
+		t.Fatalf("queued %v; want %v", info.State.Subjects, want)
+	}
+}
+
+// A worker binds to the consumer as the coordinator configured it: its own --ack-wait does not rewrite it.
+func TestWorkerKeepsTheConsumersAckWait(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Setup(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureConsumer(ctx, js, CapSim, 7*time.Second, true); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: time.Second}).Run(wctx)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	<-done
+	cn, err := js.Consumer(ctx, WorkStream, ConsumerName(CapSim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aw := cn.CachedInfo().Config.AckWait; aw != 7*time.Second {
+		t.Fatalf("consumer ack wait %s after a worker with 1s bound; want the coordinator's 7s", aw)
+	}
+}
+
+// Workers bound before the coordinator set a shorter ack wait send their heartbeats at the consumer's pace:
+// a long item is still delivered once.
+func TestHeartbeatsFollowTheConsumersAckWait(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "pace")
+	var mu sync.Mutex
+	runs := 0
+	slow := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		time.Sleep(3500 * time.Millisecond)
+		return json.RawMessage(`1`), nil
+	})
+	for _, n := range []string{"w1", "w2"} {
+		go (&Worker{JS: js, Name: n, Caps: []string{CapSim}, AckWait: 30 * time.Second, Handlers: map[string]Handler{"x": slow}}).Run(ctx)
+	}
+	time.Sleep(500 * time.Millisecond) // bound, with the consumer at 30s
+	if _, err := EnsureConsumer(ctx, js, CapSim, time.Second, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(ctx, Item{Key: "a", Kind: "x", Cap: CapSim, Attempts: 5}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Wait(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if r.Delivery != 1 || runs != 1 {
+		t.Fatalf("result %+v after %d runs: want one delivery, one run", r, runs)
+	}
+}
+
+// The reason of an item no handler takes does not depend on which worker took it (it is merged).
+func TestNoHandlerReasonNamesNoWorker(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "nohandler")
+	go (&Worker{JS: js, Name: "host-a/123", Caps: []string{CapSim}, AckWait: 5 * time.Second, Handlers: map[string]Handler{}}).Run(ctx)
+	rs, err := c.RunAll(ctx, []Item{{Key: "a", Kind: "nope", Cap: CapSim}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Status != StatusError || rs[0].Reason != `the worker has no handler for items of kind "nope"` {
+		t.Fatalf("result %+v", rs[0])
+	}
+}
+
+// Purge forgets the results the coordinator had read: the items run again.
+func TestPurgeForgetsResultsRead(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Setup(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := PublishResult(ctx, js, &Result{Campaign: "pf", Key: "a", Status: StatusDone, Payload: json.RawMessage(`"old"`)}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCoord(t, ctx, js, "pf")
+	if r, err := c.Wait(ctx, "a"); err != nil || string(r.Payload) != `"old"` {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if err := c.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go (&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: 5 * time.Second,
+		Handlers: map[string]Handler{"x": func(ctx context.Context, it *Item) (json.RawMessage, error) { return json.RawMessage(`"new"`), nil }}}).Run(ctx)
+	rs, err := c.RunAll(ctx, []Item{{Key: "a", Kind: "x", Cap: CapSim}}, nil)
+	if err != nil || string(rs[0].Payload) != `"new"` {
+		t.Fatalf("after a purge: %+v, %v; want the item run again", rs[0], err)
+	}
+}
+
+// A stopping worker waits for a handler that honours its context to finish (a run in a child process is
+// killed before the worker exits, so it never writes after its item went back to the queue).
+func TestStopWaitsForTheHandler(t *testing.T) {
+	_, js := startQueue(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newCoord(t, ctx, js, "grace")
+	started := make(chan struct{}, 1)
+	var mu sync.Mutex
+	cleaned := false
+	h := Handler(func(ctx context.Context, it *Item) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		time.Sleep(300 * time.Millisecond) // killing and reaping a child
+		mu.Lock()
+		cleaned = true
+		mu.Unlock()
+		return nil, ctx.Err()
+	})
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&Worker{JS: js, Name: "w", Caps: []string{CapSim}, AckWait: 5 * time.Second, Handlers: map[string]Handler{"x": h}}).Run(wctx)
+	}()
+	if _, err := c.Submit(ctx, Item{Key: "a", Kind: "x", Cap: CapSim}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	stop()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if !cleaned {
+		t.Fatal("the worker returned before its handler finished")
 	}
 }

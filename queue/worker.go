@@ -23,6 +23,8 @@ type Worker struct {
 	AckWait  time.Duration      // consumer ack wait; 0: DefaultAckAge (every worker of a cluster should agree)
 	// Log, when set, receives one line per item and per problem.
 	Log func(format string, a ...any)
+	// dieOnStop makes a stop behave as a killed process (tests): the item it was running is left unacknowledged.
+	dieOnStop bool
 }
 
 func (w *Worker) logf(format string, a ...any) {
@@ -34,8 +36,9 @@ func (w *Worker) logf(format string, a ...any) {
 // ConsumerName is the durable consumer the workers of a capability share.
 func ConsumerName(capability string) string { return "work-" + capability }
 
-// Run takes items until ctx is done. An item it was running then is left unacknowledged, so JetStream
-// delivers it again to another worker.
+// Run takes items until ctx is done. An item it was running then goes back to the queue (giveBack) for
+// another worker; an item of a worker that is killed stays unacknowledged and is delivered again after the
+// ack wait.
 func (w *Worker) Run(ctx context.Context) error {
 	if len(w.Caps) == 0 {
 		return errors.New("a worker needs at least one capability")
@@ -53,9 +56,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		for {
 			err := Setup(ctx, w.JS, 0)
 			if err == nil {
-				cn, err = w.JS.CreateOrUpdateConsumer(ctx, WorkStream, jetstream.ConsumerConfig{Durable: ConsumerName(c),
-					FilterSubject: workPrefix + c + ".>", AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
-					MaxDeliver: -1, MaxAckPending: -1})
+				cn, err = EnsureConsumer(ctx, w.JS, c, ackWait, false)
 			}
 			if err == nil {
 				break
@@ -80,7 +81,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	var lastErr time.Time
 	for i := 0; ctx.Err() == nil; i++ {
 		fctx, fcancel := context.WithTimeout(ctx, wait)
-		m, err := cons[i%len(cons)].Next(jetstream.FetchContext(fctx))
+		cn := cons[i%len(cons)]
+		m, err := cn.Next(jetstream.FetchContext(fctx))
 		fcancel()
 		if err != nil {
 			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) && !errors.Is(err, context.DeadlineExceeded) &&
@@ -96,7 +98,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		w.handle(ctx, m, ackWait)
+		// Heartbeats follow the consumer's ack wait as it is now (the coordinator sets it, maybe after this
+		// worker bound), or this worker's if that is shorter.
+		beat := ackWait
+		ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
+		if info, err := cn.Info(ictx); err == nil && info.Config.AckWait > 0 {
+			beat = min(beat, info.Config.AckWait)
+		}
+		icancel()
+		w.handle(ctx, m, beat)
 	}
 	return nil
 }
@@ -118,22 +128,24 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, ackWait time.Durat
 		res.Status = StatusLost
 		res.Reason = fmt.Sprintf("given up after %d deliveries: every worker that took it stopped before finishing (killed, disconnected, or silent longer than the ack wait)", it.Attempts)
 	case !ok:
-		res.Status, res.Reason = StatusError, fmt.Sprintf("worker %s has no handler for items of kind %q", w.Name, it.Kind)
+		res.Status, res.Reason = StatusError, fmt.Sprintf("the worker has no handler for items of kind %q", it.Kind)
 	default:
 		w.logf("worker %s: %s %s (delivery %d)", w.Name, it.Campaign, it.Key, delivered)
 		w.runItem(ctx, m, &it, h, ackWait, &res)
 		if ctx.Err() != nil {
-			return // stopped mid-item: leave it unacknowledged for another worker
+			if w.dieOnStop {
+				return
+			}
+			w.giveBack(m, &it) // stopped mid-item: the item goes back to the queue, this delivery not counted
+			return
 		}
-	}
-	data, err := json.Marshal(&res)
-	if err != nil {
-		return
 	}
 	// The result first, acknowledged by the stream; only then the item. Killed in between, the item comes
 	// back and its result is published again under the same key: still one result.
+	// First result wins for good: the publish expects no result on the subject yet, so a second copy (an item
+	// that came back after its first worker published) is refused by the stream and the first one stays.
 	for {
-		_, err := w.JS.Publish(ctx, resultSubject(it.Campaign, it.Key), data, jetstream.WithMsgID("result."+it.Campaign+"."+it.Key))
+		err := PublishResult(ctx, w.JS, &res)
 		if err == nil {
 			break
 		}
@@ -151,6 +163,42 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, ackWait time.Durat
 		w.logf("worker %s: acknowledging %s: %v (it will come back; its result is kept once)", w.Name, it.Key, err)
 	}
 }
+
+// PublishResult publishes an item's result unless the stream has one already: first result wins for good
+// (the publish expects no message on the subject yet, so a second copy is refused by the stream). A result
+// refused because one is there is no error.
+func PublishResult(ctx context.Context, js jetstream.JetStream, r *Result) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = js.Publish(ctx, resultSubject(r.Campaign, r.Key), data, jetstream.WithExpectLastSequencePerSubject(0))
+	if IsWrongLastSequence(err) {
+		return nil
+	}
+	return err
+}
+
+// giveBack returns the item of a worker stopped gracefully (its context cancelled) to the queue: a copy is
+// published (a new message, so its delivery count starts again) and the delivery acknowledged. A stopped
+// worker thus never uses up one of the item's attempts; only a worker that dies or goes silent does. If the
+// copy cannot be published the delivery is negatively acknowledged, so it is at least redelivered at once.
+func (w *Worker) giveBack(m jetstream.Msg, it *Item) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	id := fmt.Sprintf("item.%s.%s.back-%s", it.Campaign, it.Key, nonce())
+	if _, err := w.JS.Publish(ctx, m.Subject(), m.Data(), jetstream.WithMsgID(id)); err != nil {
+		w.logf("worker %s: returning %s to the queue: %v", w.Name, it.Key, err)
+		_ = m.Nak()
+		return
+	}
+	if err := m.Ack(); err != nil {
+		w.logf("worker %s: acknowledging the returned %s: %v (it may run twice; its first result is kept)", w.Name, it.Key, err)
+	}
+}
+
+// handlerGrace is how long a worker waits for a handler to return after its context was cancelled.
+const handlerGrace = 2 * time.Second
 
 // runItem runs the handler under the item's deadline, telling JetStream every ackWait/3 that it is still
 // in progress.
@@ -184,10 +232,16 @@ func (w *Worker) runItem(ctx context.Context, m jetstream.Msg, it *Item, h Handl
 			}
 			return
 		case <-ictx.Done():
+			// A handler that honours its context (a run in a child process it kills) returns at once: wait
+			// a little for it, so that nothing it started outlives the item (nor this worker, when stopping).
+			select {
+			case <-done:
+			case <-time.After(handlerGrace):
+			}
 			if ctx.Err() != nil {
 				return
 			}
-			// The deadline passed and the handler has not returned: abandon it.
+			// The deadline passed: the item timed out, whether or not the handler returned (else abandoned).
 			res.Status, res.Reason = StatusTimeout, fmt.Sprintf("ran past its deadline of %s", it.Timeout)
 			return
 		case <-beat.C:

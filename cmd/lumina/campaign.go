@@ -37,9 +37,17 @@ func (f *queueFlags) add(fs *pflag.FlagSet, local bool) {
 	fs.StringVar(&f.q.Conn.TLSKey, "nats-tls-key", "", "client certificate's key (mutual TLS)")
 	fs.DurationVar(&f.q.AckWait, "ack-wait", queue.DefaultAckAge, "how long a silent worker keeps an item before it is delivered to another (running items send heartbeats)")
 	if local {
-		fs.IntVar(&f.q.Workers, "workers", runtime.NumCPU(), "local workers in this process (0: only workers started with lumina worker)")
+		fs.IntVar(&f.q.Workers, "workers", runtime.NumCPU(), "local workers in this process (0: only workers started with lumina worker); default one per core, 0 with --nats")
 		fs.StringVar(&f.q.Listen, "nats-listen", "127.0.0.1:0", "embedded server address, loopback only (lumina worker --nats on this machine joins it)")
 		fs.IntVar(&f.q.Replicas, "nats-replicas", 1, "stream replicas on a clustered JetStream")
+	}
+}
+
+// localDefault makes --workers default to 0 with --nats: local workers would join the cluster's shared
+// consumer and take other campaigns' items.
+func (f *queueFlags) localDefault(fs *pflag.FlagSet) {
+	if f.q.URL != "" && !fs.Changed("workers") {
+		f.q.Workers = 0
 	}
 }
 
@@ -67,8 +75,9 @@ func (f *queueFlags) check() error {
 func newCampaignCmd(stdout, stderr io.Writer) *cobra.Command {
 	var qf queueFlags
 	var out string
-	var jsonOut, quiet, noHist bool
+	var jsonOut, quiet, noHist, fresh, retry bool
 	var histPath string
+	var deadline time.Duration
 	cmd := &cobra.Command{
 		Use:   "campaign FILE.yaml",
 		Short: "Run a suite (scenarios x NIC profiles or testbeds x seeds) through a NATS JetStream work queue",
@@ -80,19 +89,30 @@ describes the file and the directory.
 With no --nats, an embedded NATS server runs in this process (its store in DIR/nats, listening on
 loopback) with --workers local workers (default one per core); more workers on this machine join
 with lumina worker --nats URL (the URL is printed, and in DIR/nats.url). With --nats URL the items go
-to that NATS cluster, where lumina worker processes on any machine take the items they can run.
+to that NATS cluster, where lumina worker processes on any machine take the items they can run; no
+local workers then unless --workers N (they would share the cluster's queue with other campaigns).
 
 The summary is merged by item, so it is the same whatever the number of workers. Re-running the same
-command on the same --out continues a stopped campaign from the results already in the stream.
+command on the same --out continues a stopped campaign from the results already in the stream;
+--retry runs again the items that could not run (error, timeout, lost), --fresh runs everything again.
 
-Exit status: 0 every item passed, 1 one failed, 3 one was invalid, 2 bad input or an item that could
-not run (error, timeout, lost), 130 interrupted (re-run to continue).`,
+Exit status: 0 every item passed, 1 one failed, 3 one was invalid, 2 bad input, another coordinator on
+the same --out, --deadline passed, or an item that could not run (error, timeout, lost), 130 stopped by
+SIGINT or SIGTERM as lumina run (re-run to continue).`,
 		Example: `  lumina campaign examples/campaigns/smoke.yaml --out /tmp/smoke
   lumina campaign nightly.yaml --nats tls://nats.lab:4222 --nats-creds lab.creds --workers 0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			qf.localDefault(cmd.Flags())
 			if err := qf.check(); err != nil {
 				return err
+			}
+			qf.q.Exec = runItemExec()
+			if deadline < 0 {
+				return badInput("--deadline %s: expected a positive duration (0: none)", deadline)
+			}
+			if fresh && retry {
+				return badInput("--fresh runs every item again; --retry only those that could not run: give one")
 			}
 			plan, err := campaign.Load(args[0])
 			if err != nil {
@@ -107,7 +127,8 @@ not run (error, timeout, lost), 130 interrupted (re-run to continue).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			sum, err := campaign.Run(ctx, plan, campaign.RunOptions{Dir: out, Queue: qf.q, Progress: progress})
+			sum, err := campaign.Run(ctx, plan, campaign.RunOptions{Dir: out, Queue: qf.q, Progress: progress,
+				Fresh: fresh, Retry: retry, Deadline: deadline})
 			if err != nil {
 				if ctx.Err() != nil {
 					return fail(130, err)
@@ -137,6 +158,9 @@ not run (error, timeout, lost), 130 interrupted (re-run to continue).`,
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	cmd.Flags().StringVar(&histPath, "history", "", "record the suite's runs in this history database (default $LUMINA_HISTORY, else the user's data directory: lumina history)")
 	cmd.Flags().BoolVar(&noHist, "no-history", false, "do not record the suite's runs in the run history")
+	cmd.Flags().BoolVar(&fresh, "fresh", false, "remove the campaign's results from the stream first: run every item again")
+	cmd.Flags().BoolVar(&retry, "retry", false, "run again the items whose result is error, timeout or lost")
+	cmd.Flags().DurationVar(&deadline, "deadline", 0, "stop (exit 2) when the campaign has not finished after this long (0: no deadline)")
 	return cmd
 }
 
@@ -189,7 +213,7 @@ func recordSuite(flag, dir string, stderr io.Writer) {
 func newWorkerCmd(stdout, stderr io.Writer) *cobra.Command {
 	var qf queueFlags
 	var testbeds []string
-	var noSim, quiet bool
+	var noSim, quiet, runItem bool
 	var name, results string
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
@@ -197,15 +221,22 @@ func newWorkerCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `worker connects to the NATS server of a campaign or search (a cluster, or the embedded server of a
 coordinator on this machine) and runs the items it can: simulator runs and search evaluations
 (unless --no-sim), and the runs of each testbed it owns (--testbed NAME, as the campaign file's
-testbeds: names it; the scenario runs as written). It runs one item at a time until stopped; an item
-it was running when stopped is delivered to another worker.
+testbeds: names it; the scenario runs as written). It runs one item at a time, each run in a child
+process killed at the item's deadline, until stopped (SIGINT, SIGTERM): an item it was running then
+goes back to the queue for another worker without using up one of its attempts.
 
 Results directories stay where they ran: in the campaign directory when the coordinator is on this
-machine, else under --results DIR/<campaign>/, and the summary names them host:path.`,
+machine, else under --results DIR/<campaign>/, and the campaign's locations.json names them host:path.`,
 		Example: `  lumina worker --nats nats://127.0.0.1:4222
   lumina worker --nats tls://nats.lab:4222 --nats-creds lab.creds --testbed lab1 --no-sim`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if runItem { // the child process of a run item (runItemExec)
+				if err := campaign.RunItemMain(os.Stdin, stdout); err != nil {
+					return badInput("%v", err)
+				}
+				return nil
+			}
 			if qf.q.URL == "" {
 				return badInput("--nats URL is required (the coordinator prints its embedded server's URL)")
 			}
@@ -239,7 +270,7 @@ machine, else under --results DIR/<campaign>/, and the summary names them host:p
 			if err != nil {
 				return badInput("%v", err)
 			}
-			w := &queue.Worker{JS: js, Name: name, Caps: caps, Handlers: campaign.Handlers(campaign.WorkerOptions{ResultsRoot: results}),
+			w := &queue.Worker{JS: js, Name: name, Caps: caps, Handlers: campaign.Handlers(campaign.WorkerOptions{ResultsRoot: results, Exec: runItemExec()}),
 				AckWait: qf.q.AckWait}
 			if !quiet {
 				w.Log = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
@@ -259,5 +290,17 @@ machine, else under --results DIR/<campaign>/, and the summary names them host:p
 	cmd.Flags().StringVar(&name, "name", "", "worker name in logs (default host/pid)")
 	cmd.Flags().StringVar(&results, "results", "lumina-worker-results", "where results directories of campaigns on other machines go")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no log lines")
+	cmd.Flags().BoolVar(&runItem, "run-item", false, "run one item read on standard input (the child process of a worker)")
+	_ = cmd.Flags().MarkHidden("run-item")
 	return cmd
+}
+
+// runItemExec is how a worker runs a run item in a child process (killed when the item is given up): this
+// executable as lumina worker --run-item. nil (in process) when the executable is unknown.
+func runItemExec() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{exe, "worker", "--run-item"}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lumina-go/lumina/queue"
 )
 
 func TestCampaignCommand(t *testing.T) {
@@ -94,5 +96,41 @@ func TestCampaignAndWorkerBadInput(t *testing.T) {
 		if code := run(c.args, &out, &errb); code != exitBadArgs || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.want)
 		}
+	}
+}
+
+// --deadline bounds a campaign no worker can serve (exit 2, naming the capability); with --nats a
+// coordinator starts no local workers unless told; --fresh and --retry exclude each other.
+func TestCampaignDeadlineAndNATSWorkers(t *testing.T) {
+	dir := t.TempDir()
+	sc, _ := filepath.Abs("../../examples/listing2.yaml")
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("name: dl\nscenarios: ["+sc+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	emb, err := queue.StartEmbedded(filepath.Join(dir, "srv"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--workers", "0"}, []string{"0 local workers", "campaign deadline passed: 2s passed with 0 of 1 results", "(sim)"}},
+		{[]string{"--nats", emb.URL()}, []string{"; 0 local workers", "campaign deadline passed"}},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"campaign", file, "--out", filepath.Join(t.TempDir(), "o"), "--deadline", "2s", "--no-history"}, c.args...)
+		code := run(args, &out, &errb)
+		for _, w := range c.want {
+			if code != exitBadArgs || !strings.Contains(errb.String(), w) {
+				t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), w)
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"campaign", file, "--fresh", "--retry", "--no-history"}, &out, &errb); code != exitBadArgs || !strings.Contains(errb.String(), "give one") {
+		t.Errorf("--fresh --retry: exit %d, %q", code, errb.String())
 	}
 }

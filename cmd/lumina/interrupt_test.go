@@ -20,6 +20,10 @@ import (
 const envMain = "LUMINA_TEST_AS_MAIN"
 
 func TestMain(m *testing.M) {
+	// A worker's run item child process (runItemExec: this executable, here the test binary).
+	if len(os.Args) > 2 && os.Args[1] == "worker" && os.Args[2] == "--run-item" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if args := os.Getenv(envMain); args != "" {
 		os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 	}

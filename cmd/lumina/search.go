@@ -83,6 +83,7 @@ evaluated in parallel and applied in proposal order, so the result is the same a
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			if queued {
+				qf.localDefault(cmd.Flags())
 				if err := qf.check(); err != nil {
 					return err
 				}
