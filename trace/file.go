@@ -147,6 +147,7 @@ type File struct {
 	sectionBase int // index in ifaces of the current section's interface 0
 
 	pkt   Packet
+	note  []byte // scratch for joining a packet's comments
 	index int
 	cut   *Truncation
 }
@@ -685,6 +686,7 @@ func (f *File) readPacketBlock(off int64, typ uint32) (*Packet, error) {
 	p.Data = data[:len(data):len(data)]
 	p.CapLen = len(data)
 	opts := options{f: f, b: body[optStart:], off: off + 8 + int64(optStart)}
+	note := f.note[:0] // the comments joined by "\n", made a string once (not once per comment)
 	for {
 		code, val, done, err := opts.next()
 		if err != nil {
@@ -694,13 +696,16 @@ func (f *File) readPacketBlock(off int64, typ uint32) (*Packet, error) {
 			break
 		}
 		if code == optComment {
-			if p.Comment == "" {
-				p.Comment = string(val)
-			} else {
-				p.Comment += "\n" + string(val)
+			if len(note) > 0 {
+				note = append(note, '\n')
 			}
+			note = append(note, val...)
 		}
 	}
+	if len(note) > 0 {
+		p.Comment = string(note)
+	}
+	f.note = note[:0]
 	f.src.skip(len(blk))
 	return p, nil
 }
