@@ -136,3 +136,38 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// TestPacketCommentsJoined: a packet's opt_comment values are joined by "\n", an empty one before any text
+// left out (as Packet.Comment always said), whether the packet has one comment or several.
+func TestPacketCommentsJoined(t *testing.T) {
+	c := func(s string) opt { return opt{code: 1, val: []byte(s)} }
+	cases := []struct {
+		opts []opt
+		want string
+	}{
+		{nil, ""},
+		{[]opt{c("one")}, "one"},
+		{[]opt{c("")}, ""},
+		{[]opt{c("a"), c("b"), c("c")}, "a\nb\nc"},
+		{[]opt{c(""), c("a"), c(""), c("b")}, "a\n\nb"},
+		{[]opt{c("a"), {code: 2, val: []byte("x")}, c("")}, "a\n"},
+	}
+	b := &ngBuilder{}
+	b.shb(false).idb(1, 65535)
+	for i, k := range cases {
+		b.epb(0, uint64(i), frame(false, 20), 0, k.opts...)
+	}
+	f, err := NewReader(bytes.NewReader(b.buf.Bytes()), "comments.pcapng")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range cases {
+		p, err := f.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Comment != k.want {
+			t.Errorf("packet %d: comment %q; want %q", i, p.Comment, k.want)
+		}
+	}
+}

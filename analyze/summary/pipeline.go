@@ -64,6 +64,7 @@ type pbatch struct {
 	icrc   []roce.ICRCStatus
 	err    error         // what ended the stream after these packets (io.EOF at the end)
 	ready  chan struct{} // stage 2 is done with the batch
+	used   int           // packets in the batch's last use
 	bufs   []*rbuf       // the read buffers the packets may point into
 }
 
@@ -177,9 +178,6 @@ func (p *pipeline) unhold(r *rbuf) {
 // start makes b the batch being filled; it holds every file's current buffer, where the packets it will get
 // (a merge's waiting heads included) lie unless a file moves on meanwhile (retire).
 func (p *pipeline) start(b *pbatch) {
-	// The packets and decodings of the batch's last use point into buffers and comments that would stay alive.
-	clear(b.pkts)
-	clear(b.dec[:len(b.pkts)])
 	clear(b.bufs)
 	b.bytes, b.held, b.notes, b.pkts, b.origin, b.err, b.bufs = 0, 0, 0, b.pkts[:0], b.origin[:0], nil, b.bufs[:0]
 	p.filling = b
@@ -247,6 +245,13 @@ func (b *pbatch) size(pk *trace.Packet) int {
 }
 
 func (p *pipeline) send(b *pbatch) {
+	// The packets and decodings past this use's that an earlier, longer one left point into buffers and
+	// comments that would stay alive (the ones before are overwritten).
+	if n := len(b.pkts); n < b.used {
+		clear(b.pkts[n:b.used])
+		clear(b.dec[n:b.used])
+	}
+	b.used = len(b.pkts)
 	p.largest = max(p.largest, max(b.bytes, b.held)+b.notes)
 	p.ordered <- b // never blocks: the channels hold every batch there is
 	p.work <- b
