@@ -1,8 +1,8 @@
 package testbed
 
 import (
-	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -53,14 +53,15 @@ type simStream struct {
 	free chan *streamBatch
 	done chan struct{}
 
-	// The trace.
-	traceF  *os.File
-	traceBW *bufio.Writer
-	traceW  *trace.PcapngWriter
-	traceE  error // the first error writing it
-	nextSeq uint64
-	clock   trace.Unwrap48
-	comment []byte
+	// The trace: traceW's bytes collect in traceOut, which goes to the file only at packet boundaries and under
+	// dumpWrites (writeTrace), so that an interrupted run (Quiesce) leaves whole blocks.
+	traceF   *os.File
+	traceOut traceOut
+	traceW   *trace.PcapngWriter
+	traceE   error // the first error writing it
+	nextSeq  uint64
+	clock    trace.Unwrap48
+	comment  []byte
 }
 
 func newSimStream(dir string, dumps []*dumper, snap int, port uint16, base int,
@@ -76,17 +77,20 @@ func newSimStream(dir string, dumps []*dumper, snap int, port uint16, base int,
 		return nil, fmt.Errorf("writing trace: %w", err)
 	}
 	st.traceF = tf
-	st.traceBW = bufio.NewWriterSize(tf, 1<<20)
-	if st.traceW, err = newTraceWriter(st.traceBW); err != nil {
+	if st.traceW, err = newTraceWriter(&st.traceOut); err != nil {
 		tf.Close()
 		return nil, err
+	}
+	if st.writeTrace(); st.traceE != nil { // the header: a trace cut short still starts like one
+		tf.Close()
+		return nil, st.traceE
 	}
 	go st.writer()
 	return st, nil
 }
 
 // newTraceWriter starts trace.pcapng (reconstruct writes the same header).
-func newTraceWriter(w *bufio.Writer) (*trace.PcapngWriter, error) {
+func newTraceWriter(w io.Writer) (*trace.PcapngWriter, error) {
 	return trace.NewPcapngWriter(w, trace.PcapngWriterOptions{UserAppl: "lumina",
 		Comment:    "Lumina trace: mirrored packets in mirror-sequence order",
 		Interfaces: []trace.InterfaceSpec{{LinkType: trace.LinkTypeEthernet, SnapLen: 65535, Name: "switch-mirror"}}})
@@ -129,14 +133,8 @@ func (st *simStream) finish() error {
 	st.flush()
 	close(st.work)
 	<-st.done
+	st.writeTrace()
 	err := st.traceE
-	if err == nil {
-		if err = st.traceW.Close(); err == nil {
-			if err = st.traceBW.Flush(); err != nil {
-				err = fmt.Errorf("writing trace: %w", err)
-			}
-		}
-	}
 	if cerr := st.traceF.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("writing trace: %w", cerr)
 	}
@@ -180,6 +178,41 @@ func (st *simStream) tracePacket(r *streamRec, data []byte) {
 	st.nextSeq++
 	st.comment = appendComment(st.comment[:0], mir, int(r.conn), int(r.iter), r.annotated, st.base)
 	if err := st.traceW.WritePacket(0, st.clock.Extend(mir.TimestampNs), data, int(r.orig), string(st.comment)); err != nil {
+		st.traceE = fmt.Errorf("writing trace: %w", err)
+		return
+	}
+	if len(st.traceOut.b)+st.traceW.Buffered() >= traceWriteBytes {
+		st.writeTrace()
+	}
+}
+
+// traceWriteBytes is how much of trace.pcapng collects before it is written to the file.
+const traceWriteBytes = 1 << 20
+
+// traceOut is where trace.pcapng's writer puts its bytes: memory, written to the file by writeTrace.
+type traceOut struct{ b []byte }
+
+func (o *traceOut) Write(p []byte) (int, error) {
+	o.b = append(o.b, p...)
+	return len(p), nil
+}
+
+// writeTrace writes the trace's bytes so far (the writer's buffer flushed: they end after a whole block) to
+// the file under dumpWrites, as the dumps are written: a command stopping on a signal (Quiesce) leaves
+// trace.pcapng cut at a block boundary, never inside one.
+func (st *simStream) writeTrace() {
+	if st.traceE != nil {
+		return
+	}
+	if err := st.traceW.Flush(); err != nil {
+		st.traceE = fmt.Errorf("writing trace: %w", err)
+		return
+	}
+	dumpWrites.Lock()
+	_, err := st.traceF.Write(st.traceOut.b)
+	dumpWrites.Unlock()
+	st.traceOut.b = st.traceOut.b[:0]
+	if err != nil {
 		st.traceE = fmt.Errorf("writing trace: %w", err)
 	}
 }

@@ -147,6 +147,7 @@ type File struct {
 	sectionBase int // index in ifaces of the current section's interface 0
 
 	pkt   Packet
+	note  []byte // scratch for joining a packet's comments
 	index int
 	cut   *Truncation
 }
@@ -685,6 +686,10 @@ func (f *File) readPacketBlock(off int64, typ uint32) (*Packet, error) {
 	p.Data = data[:len(data):len(data)]
 	p.CapLen = len(data)
 	opts := options{f: f, b: body[optStart:], off: off + 8 + int64(optStart)}
+	// The comments joined by "\n" (an empty one before any other is left out), made a string once, not once
+	// per comment: first is the text while it is one comment, note once it is more.
+	var first []byte
+	note, joined := f.note[:0], false
 	for {
 		code, val, done, err := opts.next()
 		if err != nil {
@@ -693,13 +698,22 @@ func (f *File) readPacketBlock(off int64, typ uint32) (*Packet, error) {
 		if done {
 			break
 		}
-		if code == optComment {
-			if p.Comment == "" {
-				p.Comment = string(val)
-			} else {
-				p.Comment += "\n" + string(val)
-			}
+		switch {
+		case code != optComment:
+		case joined:
+			note = append(append(note, '\n'), val...)
+		case len(first) == 0:
+			first = val
+		default:
+			note = append(append(append(note, first...), '\n'), val...)
+			joined = true
 		}
+	}
+	if joined {
+		p.Comment = string(note)
+		f.note = note[:0]
+	} else if len(first) > 0 {
+		p.Comment = string(first)
 	}
 	f.src.skip(len(blk))
 	return p, nil

@@ -177,35 +177,60 @@ func (s *source) peek(n int) ([]byte, error) {
 			if size > n {
 				size = n
 			}
-			nb := make([]byte, size)
-			copy(nb, s.buf[:s.wpos])
-			s.buf = nb
-		}
-		m, err := s.r.Read(s.buf[s.wpos:])
-		s.wpos += m
-		switch {
-		case err == io.EOF:
-			s.eof = true
-		case err != nil:
-			s.err = err
-		case m == 0:
-			// Guard against readers that return (0, nil) forever, as bufio does.
-			s.empty++
-			if s.empty > 100 {
-				s.err = io.ErrNoProgress
+			if s.get != nil {
+				// Under SetBuffers the larger buffer comes from get too, so that its owner counts it.
+				nb := s.get(size)
+				if len(nb) < size {
+					nb = make([]byte, size)
+				}
+				m := copy(nb, s.buf[s.rpos:s.wpos])
+				old := s.buf
+				s.base += int64(s.rpos)
+				s.buf, s.rpos, s.wpos = nb, 0, m
+				s.retired(old)
+			} else {
+				nb := make([]byte, size)
+				copy(nb, s.buf[:s.wpos])
+				s.buf = nb
 			}
-		default:
-			s.empty = 0
 		}
+		s.fill(len(s.buf))
 	}
 	return s.buf[s.rpos : s.rpos+n], nil
+}
+
+// fill reads once into s.buf[s.wpos:end], recording the end of the stream or a failure.
+func (s *source) fill(end int) {
+	m, err := s.r.Read(s.buf[s.wpos:end])
+	s.wpos += m
+	switch {
+	case err == io.EOF:
+		s.eof = true
+	case err != nil:
+		s.err = err
+	case m == 0:
+		// Guard against readers that return (0, nil) forever, as bufio does.
+		s.empty++
+		if s.empty > 100 {
+			s.err = io.ErrNoProgress
+		}
+	default:
+		s.empty = 0
+	}
 }
 
 // skip consumes n bytes that peek has made available.
 func (s *source) skip(n int) { s.rpos += n }
 
+// discardRoom is the least room discard reads into in the current buffer under SetBuffers before it moves to
+// a new one.
+const discardRoom = 4 << 10
+
 // discard consumes n bytes that may not fit the buffer (unknown pcapng blocks).
 func (s *source) discard(n int) error {
+	if s.get != nil {
+		return s.discardKeeping(n)
+	}
 	for n > 0 {
 		chunk := n
 		if chunk > len(s.buf) {
@@ -216,6 +241,42 @@ func (s *source) discard(n int) error {
 		}
 		s.skip(chunk)
 		n -= chunk
+	}
+	return nil
+}
+
+// discardKeeping is discard under SetBuffers. The bytes before rpos may lie in packets handed out, the ones
+// from rpos on never were (a block is handed out whole, then skipped), so the discarded bytes are read into
+// the current buffer from rpos on, over and over: a block of any length moves to a new buffer at most once
+// (when less than discardRoom is left), instead of once per buffer's length.
+func (s *source) discardKeeping(n int) error {
+	mark := s.rpos // from here on, the buffer holds nothing handed out
+	for n > 0 {
+		if k := min(s.wpos-s.rpos, n); k > 0 {
+			s.rpos += k
+			n -= k
+			if s.rpos == s.wpos {
+				// All consumed: the room from mark on is free again.
+				s.base += int64(s.rpos - mark)
+				s.rpos, s.wpos = mark, mark
+			}
+			continue
+		}
+		if s.err != nil {
+			return s.err
+		}
+		if s.eof {
+			return errShort
+		}
+		if len(s.buf)-s.rpos < discardRoom {
+			// Too little room left: move to a new buffer (peek's way), whose bytes are all unread.
+			if _, err := s.peek(min(n, len(s.buf))); err != nil {
+				return err
+			}
+			mark = s.rpos
+			continue
+		}
+		s.fill(s.rpos + min(n, len(s.buf)-s.rpos))
 	}
 	return nil
 }

@@ -289,6 +289,9 @@ func (pw *PcapngWriter) WritePacket(iface int, ts int64, data []byte, origLen in
 }
 
 // Flush writes buffered data to the underlying writer.
+// Buffered is how many bytes the writer holds that it has not written to the underlying writer yet.
+func (pw *PcapngWriter) Buffered() int { return pw.w.Buffered() }
+
 func (pw *PcapngWriter) Flush() error {
 	if err := pw.w.Flush(); err != nil {
 		return fmt.Errorf("flushing pcapng: %w", err)

@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/testbed"
 	"github.com/lumina-go/lumina/trace"
@@ -70,5 +73,61 @@ func TestIncompleteRefused(t *testing.T) {
 	_, err := Reanalyze(dir)
 	if !errors.Is(err, resultsdir.ErrIncomplete) || !strings.Contains(err.Error(), "interrupted by SIGTERM") {
 		t.Errorf("Reanalyze(marked dir) = %v; want ErrIncomplete with the reason", err)
+	}
+}
+
+// An analyzer that panics never crashes the verdict: on a trace that fails its integrity check the run is
+// judged invalid as before (and the analysis is stopped, not waited for to its end); on one that passes, the
+// panic is an error naming the trace.
+func TestAnalyzerPanicRecovered(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r")
+	if err := testbed.Run(load(t, small), testbed.Options{OutDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func(string, analyze.Options, *atomic.Bool) (*analyze.Analysis, error)) { runAnalyzers = f }(runAnalyzers)
+	runAnalyzers = func(string, analyze.Options, *atomic.Bool) (*analyze.Analysis, error) {
+		panic("analyzer bug")
+	}
+	_, err := Reanalyze(dir)
+	if err == nil || !strings.Contains(err.Error(), "analyzer bug") || !strings.Contains(err.Error(), resultsdir.FileTrace) {
+		t.Fatalf("intact trace, panicking analyzer: %v; want an error naming the trace and the panic", err)
+	}
+
+	// The switch mirrored more than the trace holds: the integrity check fails.
+	var cf resultsdir.CountersFile
+	if err := resultsdir.ReadJSON(dir, resultsdir.FileCounters, &cf); err != nil {
+		t.Fatal(err)
+	}
+	cf.Switch.Mirrored += 5
+	if err := resultsdir.WriteJSON(dir, resultsdir.FileCounters, cf); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Reanalyze(dir)
+	if err != nil || o.Doc.Verdict != Invalid || o.ExitCode() != 3 {
+		t.Fatalf("broken trace, panicking analyzer: %v, %+v; want the verdict invalid", err, o)
+	}
+
+	// An analysis still going on when the check fails is told to stop (this one would run for a minute).
+	stopped := false
+	runAnalyzers = func(_ string, _ analyze.Options, stop *atomic.Bool) (*analyze.Analysis, error) {
+		for range 60_000 {
+			if stop.Load() {
+				stopped = true
+				return nil, errAnalysisStopped
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return &analyze.Analysis{}, nil
+	}
+	o, err = Reanalyze(dir)
+	if err != nil || o.Doc.Verdict != Invalid || !stopped {
+		t.Fatalf("broken trace: %v, verdict %v, analysis stopped %v; want invalid and the analysis stopped", err, o, stopped)
+	}
+
+	// The real analyzers stop at their next packet.
+	var stop atomic.Bool
+	stop.Store(true)
+	if _, err := analyzeTrace(dir, analyze.Options{}, &stop); !errors.Is(err, errAnalysisStopped) {
+		t.Errorf("analyzeTrace with stop set: %v; want errAnalysisStopped", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
@@ -142,12 +143,24 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 		an  *analyze.Analysis
 		err error
 	}
+	// An analyzer that panics (on a broken trace, say) gives an error, which counts only when the trace passes
+	// the check: a trace that fails it is judged invalid whatever the analyzers did.
 	analyzed := make(chan analysis, 1)
+	var stop atomic.Bool
 	go func() {
-		an, err := analyzeTrace(dir, opts)
-		analyzed <- analysis{an, err}
+		var res analysis
+		defer func() {
+			if r := recover(); r != nil {
+				res = analysis{err: fmt.Errorf("analyzing %s: the analyzers failed (a bug in lumina): %v", filepath.Join(dir, resultsdir.FileTrace), r)}
+			}
+			analyzed <- res
+		}()
+		res.an, res.err = runAnalyzers(dir, opts, &stop)
 	}()
 	integ, err := checkTrace(dir, cf)
+	if err != nil || !integ.OK {
+		stop.Store(true) // the analysis will not be used: it ends at its next packet
+	}
 	res := <-analyzed
 	if err != nil {
 		return nil, err
@@ -172,14 +185,33 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 	return out, writeJSON(dir, resultsdir.FileAnalysis, doc)
 }
 
-// analyzeTrace runs the analyzers over the directory's trace.
-func analyzeTrace(dir string, opts analyze.Options) (*analyze.Analysis, error) {
+// runAnalyzers is analyzeTrace (tests replace it).
+var runAnalyzers = analyzeTrace
+
+// errAnalysisStopped ends an analysis whose result will not be used (the trace failed its check).
+var errAnalysisStopped = errors.New("analysis stopped: the trace failed its integrity check")
+
+// stoppable is a trace.Reader that ends with errAnalysisStopped once stop is set.
+type stoppable struct {
+	r    trace.Reader
+	stop *atomic.Bool
+}
+
+func (s stoppable) Next() (*trace.Packet, error) {
+	if s.stop.Load() {
+		return nil, errAnalysisStopped
+	}
+	return s.r.Next()
+}
+
+// analyzeTrace runs the analyzers over the directory's trace; it stops early when stop is set.
+func analyzeTrace(dir string, opts analyze.Options, stop *atomic.Bool) (*analyze.Analysis, error) {
 	f, err := trace.Open(filepath.Join(dir, resultsdir.FileTrace))
 	if err != nil {
 		return nil, badInputf("%w", err)
 	}
 	defer f.Close()
-	an, err := analyze.Analyze(f, opts)
+	an, err := analyze.Analyze(stoppable{f, stop}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("analyzing %s: %w", filepath.Join(dir, resultsdir.FileTrace), err)
 	}

@@ -20,8 +20,9 @@ import (
 //
 // Everything that depends on the order of the packets happens in stage 3, in the stream's order, so the report
 // is the same as the one-worker path's whatever the number of workers or cores. Memory is bounded: a fixed
-// number of batches circulate between the stages, each holding the read buffers its frames lie in (about 1 MiB
-// of frames) and their decodings.
+// number of batches circulate between the stages, each holding the read buffers its frames lie in, the
+// packets' comments and their decodings; a batch ends before these pass pipeBatchBytes (size), whatever the
+// capture holds besides frames (unknown blocks, options).
 type pipeline struct {
 	src     trace.Reader
 	merger  *trace.Merger
@@ -35,6 +36,9 @@ type pipeline struct {
 	filling        *pbatch
 	poolMu         sync.Mutex
 	pool           []*rbuf
+	// allocated is the bytes of read buffers the pool allocated; largest the largest size a sent batch had
+	// (tests).
+	allocated, largest int
 
 	free    chan *pbatch // batches the reader may fill
 	work    chan *pbatch // batches for the decoders
@@ -52,12 +56,15 @@ type pipeline struct {
 type pbatch struct {
 	pkts   []trace.Packet // Data points into the read buffers in bufs
 	bytes  int            // of the frames
+	held   int            // bytes of the read buffers the files moved to while the batch filled
+	notes  int            // bytes of the packets' comments (each its own allocation)
 	origin []int          // input file of each packet (merger)
 	dec    []roce.Packet  // the decodings (stage 2)
 	ok     []bool         // DecodePort's result; false for other link types
 	icrc   []roce.ICRCStatus
 	err    error         // what ended the stream after these packets (io.EOF at the end)
 	ready  chan struct{} // stage 2 is done with the batch
+	used   int           // packets in the batch's last use
 	bufs   []*rbuf       // the read buffers the packets may point into
 }
 
@@ -70,16 +77,19 @@ type rbuf struct {
 
 const (
 	pipeBatchFrames = 256
-	pipeBatchBytes  = 1 << 20
 	// workers + pipeBatchesExtra batches circulate: enough for every worker to have one while the reader fills
 	// one and the consumer reads another; pipeWorkersMax bounds the decoders (and so the batches). A batch
-	// ends at pipeBatchFrames frames or pipeBatchBytes bytes of them.
+	// ends at pipeBatchFrames frames or before it holds pipeBatchBytes bytes (pbatch.size).
 	pipeBatchesExtra = 3
 	pipeWorkersMax   = 16
 )
 
-// pipeReadBuffer is the size of the files' read buffers (tests shrink it to recycle buffers often).
-var pipeReadBuffer = 256 << 10
+// pipeReadBuffer is the size of the files' read buffers, pipeBatchBytes the memory a batch holds at most
+// (tests shrink them to recycle buffers and end batches often).
+var (
+	pipeReadBuffer = 256 << 10
+	pipeBatchBytes = 1 << 20
+)
 
 // pipelineWorkers is the number of decoder goroutines for Options.Workers: 0 means one per core (GOMAXPROCS);
 // a result below 2 means no pipeline (the one-worker path decodes in line).
@@ -120,12 +130,19 @@ func newPipeline(files []*trace.File, src trace.Reader, merger *trace.Merger, op
 func (p *pipeline) take(i, min int) []byte {
 	var r *rbuf
 	p.poolMu.Lock()
-	if k := len(p.pool) - 1; k >= 0 && len(p.pool[k].b) >= min {
-		r, p.pool = p.pool[k], p.pool[:k]
+	for k := len(p.pool) - 1; k >= 0 && r == nil; k-- {
+		// A pooled buffer too small for this file's block is dropped, so that the pool never holds more
+		// buffers than were in use at once.
+		if len(p.pool[k].b) >= min {
+			r = p.pool[k]
+		}
+		p.pool[k] = nil
+		p.pool = p.pool[:k]
 	}
 	p.poolMu.Unlock()
 	if r == nil {
 		r = &rbuf{b: make([]byte, max(min, pipeReadBuffer))}
+		p.allocated += len(r.b)
 	}
 	p.taken[i] = r
 	return r.b
@@ -138,6 +155,7 @@ func (p *pipeline) retire(i int) {
 	p.reading[i] = r
 	r.refs.Store(1)
 	p.hold(p.filling, r)
+	p.filling.held += len(r.b)
 	if old != nil {
 		p.unhold(old)
 	}
@@ -160,7 +178,8 @@ func (p *pipeline) unhold(r *rbuf) {
 // start makes b the batch being filled; it holds every file's current buffer, where the packets it will get
 // (a merge's waiting heads included) lie unless a file moves on meanwhile (retire).
 func (p *pipeline) start(b *pbatch) {
-	b.bytes, b.pkts, b.origin, b.err, b.bufs = 0, b.pkts[:0], b.origin[:0], nil, b.bufs[:0]
+	clear(b.bufs)
+	b.bytes, b.held, b.notes, b.pkts, b.origin, b.err, b.bufs = 0, 0, 0, b.pkts[:0], b.origin[:0], nil, b.bufs[:0]
 	p.filling = b
 	for _, r := range p.reading {
 		if r != nil {
@@ -187,7 +206,7 @@ func (p *pipeline) read() {
 				b.err = err
 				break
 			}
-			if len(b.pkts) > 0 && b.bytes+len(pk.Data) > pipeBatchBytes {
+			if len(b.pkts) > 0 && b.size(pk) > pipeBatchBytes {
 				// The batch is full: this packet starts the next one.
 				p.send(b)
 				select {
@@ -210,6 +229,7 @@ func (p *pipeline) read() {
 func (p *pipeline) add(b *pbatch, pk *trace.Packet) {
 	b.pkts = append(b.pkts, *pk) // Data points into a read buffer that b holds (start, retire)
 	b.bytes += len(pk.Data)
+	b.notes += len(pk.Comment)
 	in := 0
 	if p.merger != nil {
 		in, _ = p.merger.Origin()
@@ -217,7 +237,22 @@ func (p *pipeline) add(b *pbatch, pk *trace.Packet) {
 	b.origin = append(b.origin, in)
 }
 
+// size is the memory the batch holds with pk added: the read buffers (the frames lie in them: the larger of
+// the frames' bytes and the buffers the files moved to meanwhile; the buffers current when the batch started
+// are counted by the batch before) and the comments.
+func (b *pbatch) size(pk *trace.Packet) int {
+	return max(b.bytes+len(pk.Data), b.held) + b.notes + len(pk.Comment)
+}
+
 func (p *pipeline) send(b *pbatch) {
+	// The packets and decodings past this use's that an earlier, longer one left point into buffers and
+	// comments that would stay alive (the ones before are overwritten).
+	if n := len(b.pkts); n < b.used {
+		clear(b.pkts[n:b.used])
+		clear(b.dec[n:b.used])
+	}
+	b.used = len(b.pkts)
+	p.largest = max(p.largest, max(b.bytes, b.held)+b.notes)
 	p.ordered <- b // never blocks: the channels hold every batch there is
 	p.work <- b
 }

@@ -1,8 +1,12 @@
 package summary
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -106,5 +110,103 @@ func TestPipelineStopped(t *testing.T) {
 	}
 	if !errors.Is(err, errStopped) || n > 3000 {
 		t.Fatalf("after Report: %d more packets, then %v; want at most the batches already read, then errStopped", n, err)
+	}
+}
+
+// bulkyPcapng writes a pcapng of RoCE frames whose other bytes dwarf them: each frame is followed by an
+// unknown block of junk bytes (unknown), or carries comments of comments x 4 KiB (opt). It returns the path
+// and the largest block.
+func bulkyPcapng(t *testing.T, packets, junk, comments int) (string, int) {
+	t.Helper()
+	le := binary.LittleEndian
+	var out []byte
+	largest := 0
+	block := func(typ uint32, body []byte) {
+		for len(body)%4 != 0 {
+			body = append(body, 0)
+		}
+		n := 12 + len(body)
+		largest = max(largest, n)
+		out = le.AppendUint32(le.AppendUint32(out, typ), uint32(n))
+		out = le.AppendUint32(append(out, body...), uint32(n))
+	}
+	block(0x0a0d0d0a, le.AppendUint64(le.AppendUint16(le.AppendUint16(le.AppendUint32(nil, 0x1a2b3c4d), 1), 0), ^uint64(0)))
+	block(1, le.AppendUint32(le.AppendUint16(le.AppendUint16(nil, 1), 0), 65535))
+	note := bytes.Repeat([]byte{'x'}, 4<<10)
+	for i := 0; i < packets; i++ {
+		f := frame(t, frameSpec{op: roce.RCWriteMiddle, psn: uint32(i), qp: 0x100 + uint32(i%5), payload: 64 + i%9})
+		body := le.AppendUint32(le.AppendUint32(le.AppendUint32(le.AppendUint32(le.AppendUint32(nil, 0), 0), uint32(i)), uint32(len(f))), uint32(len(f)))
+		body = append(body, f...)
+		for len(body)%4 != 0 {
+			body = append(body, 0)
+		}
+		for c := 0; c < comments; c++ {
+			body = append(le.AppendUint16(le.AppendUint16(body, 1), uint16(len(note))), note...)
+		}
+		if comments > 0 {
+			body = append(body, 0, 0, 0, 0)
+		}
+		block(6, body)
+		if junk > 0 {
+			block(0xBAD, make([]byte, junk))
+		}
+	}
+	path := filepath.Join(t.TempDir(), "bulky.pcapng")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, largest
+}
+
+// TestPipelineMemoryBounded: the memory the pipeline holds is bounded by the batch limit, not by the capture:
+// unknown blocks skipped between frames and packet comments count, so that a batch holds about pipeBatchBytes
+// of read buffers and comments whatever the frames weigh, and the read buffers allocated over the whole run
+// stay a few batches' worth (before, a batch of 256 frames held every buffer the skipped bytes went through,
+// and 256 comments). The report is the one-worker path's.
+func TestPipelineMemoryBounded(t *testing.T) {
+	defer func(n, m int) { pipeReadBuffer, pipeBatchBytes = n, m }(pipeReadBuffer, pipeBatchBytes)
+	for _, c := range []struct {
+		name           string
+		junk, comments int
+	}{{"unknown blocks", 32 << 10, 0}, {"comments", 0, 4}} {
+		pipeReadBuffer, pipeBatchBytes = 8<<10, 128<<10
+		path, largest := bulkyPcapng(t, 400, c.junk, c.comments)
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := reportJSON(t, []string{path}, 1)
+		if !strings.Contains(want, `"packets":400`) {
+			t.Fatalf("%s: one-worker report %.300s", c.name, want)
+		}
+		const workers = 2
+		src, err := Open([]string{path}, Options{Workers: workers, TopFlows: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for ; ; n++ {
+			if _, err := src.Next(); err != nil {
+				break
+			}
+		}
+		r, err := src.Report()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(r)
+		p := src.pipe
+		src.Close()
+		if string(b) != want || n != 400 {
+			t.Errorf("%s: %d packets; the report differs from the one-worker path's", c.name, n)
+		}
+		// A batch may overshoot the limit by what one packet's reading takes: its block, read into at most a
+		// few buffers, and its comments.
+		if limit := pipeBatchBytes + 4*largest; p.largest > limit {
+			t.Errorf("%s: a batch held %d bytes of read buffers and comments; want at most %d", c.name, p.largest, limit)
+		}
+		if limit := (workers + pipeBatchesExtra + 2) * (pipeBatchBytes + 4*largest); p.allocated > limit || int64(limit) > st.Size()/3 {
+			t.Errorf("%s: %d bytes of read buffers allocated reading %d bytes; want at most %d (a few batches)", c.name, p.allocated, st.Size(), limit)
+		}
 	}
 }

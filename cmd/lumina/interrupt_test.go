@@ -129,8 +129,12 @@ func TestInterruptedRunNeverLooksComplete(t *testing.T) {
 				t.Errorf("seed %d: the run finished but %s: analyze exit %d: %s%s", seed, path, code, stdout, stderr)
 			default:
 				// Anything else a kill left (the staging directory, the previous results being swapped out)
-				// is refused as incomplete, and after a caught signal its dumps end at a packet boundary.
+				// is refused as incomplete, and after a caught signal its dumps and trace (written while the
+				// simulation runs) end at a packet boundary.
 				dumps, _ := filepath.Glob(filepath.Join(path, "dump", "*.pcap"))
+				if tr := filepath.Join(path, "trace.pcapng"); func() bool { _, err := os.Stat(tr); return err == nil }() {
+					dumps = append(dumps, tr)
+				}
 				for _, d := range dumps {
 					f, err := trace.Open(d)
 					if err != nil {
@@ -162,5 +166,62 @@ func TestInterruptedRunNeverLooksComplete(t *testing.T) {
 	}
 	if interrupted == 0 {
 		t.Errorf("no run was interrupted: the test checked nothing")
+	}
+}
+
+// TestInterruptedRunTraceWhole: a run stopped by SIGINT while the simulator streams trace.pcapng and the dumps
+// to disk leaves them cut between packets, never inside one (the trace is written between blocks only, under
+// the lock Quiesce takes), and the partial results are refused.
+func TestInterruptedRunTraceWhole(t *testing.T) {
+	sc := writeFile(t, "long.yaml", scenarioLong)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "res")
+	var errOut strings.Builder
+	p := luminaProcess(t, &errOut, "run", sc, "--out", out, "-q")
+	// Wait until the trace has a few MiB on disk (the run is well under way), then interrupt it.
+	var tr string
+	deadline := time.Now().Add(60 * time.Second)
+	for tr == "" && time.Now().Before(deadline) {
+		paths, _ := filepath.Glob(filepath.Join(dir, "*", "trace.pcapng"))
+		for _, q := range paths {
+			if st, err := os.Stat(q); err == nil && st.Size() > 3<<20 {
+				tr = q
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if tr == "" {
+		p.Process.Kill()
+		p.Wait()
+		t.Fatalf("no trace.pcapng of more than 3 MiB appeared while the run went on")
+	}
+	p.Process.Signal(os.Interrupt)
+	p.Wait()
+	if code := p.ProcessState.ExitCode(); code != 130 || !strings.Contains(errOut.String(), "SIGINT (Ctrl-C): stopped") {
+		t.Fatalf("SIGINT during the run: exit %d, stderr %q; want 130 (the run must still be going on)", code, errOut.String())
+	}
+	staging := filepath.Dir(tr)
+	files, _ := filepath.Glob(filepath.Join(staging, "dump", "*.pcap"))
+	files = append(files, tr)
+	for _, name := range files {
+		f, err := trace.Open(name)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		n := 0
+		for ; ; n++ {
+			if _, err := f.Next(); err != nil {
+				break
+			}
+		}
+		if c := f.Truncated(); c != nil || (name == tr && n == 0) {
+			t.Errorf("%s: %d whole packets, then cut inside a record: %+v", name, n, c)
+		}
+		t.Logf("%s: %d whole packets", name, n)
+		f.Close()
+	}
+	if code, stdout, stderr := lumina(t, "analyze", staging); code != 3 || !strings.Contains(stderr, "not analyzed") {
+		t.Errorf("%s: analyze exit %d, want 3 refusing it as incomplete; stdout %q stderr %q", staging, code, stdout, stderr)
 	}
 }
