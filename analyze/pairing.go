@@ -10,8 +10,8 @@ import (
 // requester's QP, which the responses address) is learned from the first response whose PSN fits it. Several
 // QPs between the same two hosts are told apart by PSN: the unpaired connections are indexed by host pair and
 // by the PSN buckets their plausible response range covers, so that pairing a response looks at the few
-// connections whose range holds its PSN (linear in the trace, whatever order the responses come in), and the
-// best fit wins, not the first.
+// connections whose range holds its PSN (linear in the trace, whatever order the responses come in); of those,
+// the one seen first.
 
 // pairBucketBits is the size of a PSN bucket of the pairing index (4096 PSNs: 4096 buckets over 24 bits).
 const pairBucketBits = 12
@@ -99,14 +99,14 @@ func (pg *pairing) paired(cs *connState) {
 	}
 }
 
-// match returns the unpaired connection from req to resp that fits a response PSN best, nil if none does.
-// The best fit is the connection whose last request is nearest at or above the PSN (a response answers the
-// latest requests; a PSN far below them fits only by accident), then the one seen first.
+// match returns the unpaired connection from req to resp that a response PSN fits, nil if none does: of
+// several, the one seen first. Responses come back in about the order the connections started, and several
+// connections may well share their PSNs (a scenario's initial-psn is every QP's): the nearest last request is
+// no evidence then, since a connection that started later has sent less beyond the PSN, and it chose wrongly.
 func (pg *pairing) match(req, resp netip.Addr, p roce.PSN) *connState {
 	k := pairKey{hostPair{req, resp}, uint32(p) >> pairBucketBits}
 	l := pg.byPSN[k]
 	var best *connState
-	var bestD int64
 	n := 0
 	for _, cs := range l {
 		if cs.respKnown {
@@ -117,10 +117,8 @@ func (pg *pairing) match(req, resp netip.Addr, p roce.PSN) *connState {
 		if !cs.plausibleResponse(p) {
 			continue
 		}
-		_, hi := cs.pairRange()
-		d := hi - cs.peekRel(p)
-		if best == nil || d < bestD || d == bestD && cs.c.Index < best.c.Index {
-			best, bestD = cs, d
+		if best == nil || cs.c.Index < best.c.Index {
+			best = cs
 		}
 	}
 	clear(l[n:])

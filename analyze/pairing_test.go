@@ -91,36 +91,52 @@ func TestLearnCNPWithOneCandidate(t *testing.T) {
 	}
 }
 
-// An ACK whose PSN lies in the range of two unpaired connections pairs the one whose last request it is
-// nearest (a responder acknowledges the latest requests), not the one seen first.
-func TestLearnPairsTheBestFit(t *testing.T) {
+// An ACK whose PSN lies in the range of two unpaired connections pairs the one seen first: connections that
+// share their PSNs (a scenario's initial-psn is every QP's) answer in about the order they started, and the
+// one that started later has sent less beyond the PSN, so "the nearest last request" would take it wrongly.
+func TestLearnPairsTheFirstSeen(t *testing.T) {
 	first := mkConn("10.0.0.1", "10.0.0.2", 0x300, 0xe00, 1000)
-	second := mkConn("10.0.0.1", "10.0.0.2", 0x301, 0xe01, 1002)
+	second := mkConn("10.0.0.1", "10.0.0.2", 0x301, 0xe01, 1000)
 	b := &builder{t: t, plain: true}
-	for rel := range 10 {
-		b.data(first, rel, writeOp(rel, 10), 0, float64(rel))
+	for rel := range 8 {
+		b.data(first, rel, writeOp(rel, 8), 0, float64(2*rel))
+		if rel < 6 {
+			b.data(second, rel, writeOp(rel, 6), 0, float64(2*rel+1))
+		}
 	}
-	for rel := range 4 {
-		b.data(second, rel, writeOp(rel, 4), 0, float64(10+rel))
-	}
-	// PSN 1005 is rel 5 of the first connection (4 below its last request) and rel 3, the last request, of
-	// the second.
-	b.ack(second, 3, 20)
-	b.ack(first, 9, 21)
+	// PSN 1003 is rel 3 of both; the first connection's ACK comes first, while the second has sent less
+	// beyond it.
+	b.ack(first, 3, 20)
+	b.ack(second, 3, 21)
+	b.ack(first, 7, 22)
+	b.ack(second, 5, 23)
 	wantPairs(t, b.run(Options{}), []tconn{first, second})
 }
 
 // Many connections between two hosts whose ACKs come in the reverse order of their requests, with random
-// initial PSNs, one near the top of the PSN space whose messages wrap across it and across pairing buckets:
+// initial PSNs (ranges apart), one near the top of the PSN space whose messages wrap across it and across pairing buckets:
 // each pairs with its own requester QP (the pairing index finds them by PSN, without a scan of the unpaired).
 func TestLearnPairsReversedACKs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
 	var conns []tconn
+	// Initial PSNs whose ranges (5 PSNs each, an ACK one below) do not overlap: ACKs that fit two connections
+	// equally are TestLearnPairsTheFirstSeen's case, and in reverse order the first seen is the wrong one.
+	used := map[roce.PSN]bool{}
 	for i := range 3000 {
 		ipsn := roce.PSN(rng.Uint32() & roce.PSNMask)
 		if i == 1500 {
 			ipsn = roce.PSNMask - 2
 		}
+		for clash := true; clash; {
+			clash = false
+			for d := roce.PSN(0); d < 12; d++ {
+				if used[(ipsn+d-6)&roce.PSNMask] {
+					clash, ipsn = true, roce.PSN(rng.Uint32()&roce.PSNMask)
+					break
+				}
+			}
+		}
+		used[ipsn] = true
 		conns = append(conns, mkConn("10.0.0.1", "10.0.0.2", uint32(0x10000+i), uint32(0x20000+i), ipsn))
 	}
 	b := &builder{t: t, plain: true}
