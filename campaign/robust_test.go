@@ -28,9 +28,9 @@ func writeCampaign(t *testing.T, dir, name, body string) string {
 	return f
 }
 
-// Review findings on campaign files: a name that leaves campaigns/, a scenario listed twice under two
+// Campaign files refused: a name that leaves campaigns/, a scenario listed twice under two
 // spellings, a profile name and a profile file of the same name, a real-testbed scenario under profiles:.
-func TestParseRejectsReviewCases(t *testing.T) {
+func TestParseRejectsUnsafeCampaigns(t *testing.T) {
 	dir := t.TempDir()
 	sc, _ := filepath.Abs("../examples/listing2.yaml")
 	rxe, _ := filepath.Abs("../examples/rxe-vm-write-drop.yaml")
