@@ -85,6 +85,8 @@ func TestErrorMessages(t *testing.T) {
 			"x.yaml:3:21: network.snap-len: snap length 256 differs from 128 given at line 2; expected one snap length for all dumpers"}},
 		{"alias without anchor", "traffic: *nope\n", []string{
 			"x.yaml:1:10: traffic: *nope is an alias with no anchor to resolve; expected an alias to an anchor defined with &NAME"}},
+		{"alias name with a newline", "traffic: *\"a\\n0\"\n", []string{
+			`x.yaml:1:10: traffic: "*a\n0" is an alias with no anchor to resolve; expected an alias to an anchor defined with &NAME`}},
 		{"too many events", "traffic: {num-qps: 100}\nnetwork: {event-table-capacity: 150}\nevents:\n  - {qpn: all, psn: 1, type: drop}\n  - {qpn: all, psn: 2, type: drop}\n", []string{
 			"x.yaml:5:5: events[1]: the events expand to more than 150 entries; expected at most network.event-table-capacity (150)"}},
 		{"merge key", "traffic: &t\n  mtu: 4096\nrequester:\n  <<: *t\n", []string{

@@ -174,9 +174,20 @@ func (d *decoder) mkval(n ast.Node, path string, line, col int) val {
 		line, col = l, c
 	}
 	if !ok {
-		d.errAt(line, col, path, "%s is an alias with no anchor to resolve; expected an alias to an anchor defined with &NAME", n.GetToken().Value+aliasName(n))
+		d.errAt(line, col, path, "%s is an alias with no anchor to resolve; expected an alias to an anchor defined with &NAME", printable(n.GetToken().Value+aliasName(n)))
 	}
 	return val{n: r, path: path, line: line, col: col}
+}
+
+// printable is s as written when it has no control characters, else quoted: a name from a quoted YAML
+// scalar may hold a newline, which must not start a line of the error message.
+func printable(s string) string {
+	for _, r := range s {
+		if r < ' ' || r == 0x7f {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func aliasName(n ast.Node) string {
