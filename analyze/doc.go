@@ -5,8 +5,8 @@
 //
 // The input is a trace.Reader: a simulated run's trace.pcapng, a Lumina-tagged dump from real hardware, or a
 // plain capture. Connections come from Options.Conns or, when nil, are learned from the trace (the two
-// directions of each QP pair are paired by PSN: a response pairs the unpaired connection between its hosts
-// whose requests its PSN fits best, never a CNP, which has no PSN; the initial PSN is the first data PSN seen).
+// directions of each QP pair are paired by PSN: a response pairs, of the unpaired connections between its
+// hosts whose requests its PSN fits, the one seen first; never a CNP, which has no PSN; the initial PSN is the first data PSN seen).
 //
 // Delivery: with mirror metadata (Lumina's TTL/MAC encoding, or a "event=..." pcapng comment) a packet with
 // event drop or corrupt was not delivered. A plain capture has no such knowledge, so every captured packet is
