@@ -84,8 +84,8 @@ func TestMFSRecoversPlantedConditions(t *testing.T) {
 			if !mfs.Match(p) {
 				t.Errorf("MFS %s does not match its own point", mfs)
 			}
-			if probes < 10 || probes > mfsGridSize(&sp) {
-				t.Errorf("%d probes, want between 10 and %d", probes, mfsGridSize(&sp))
+			if probes < 10 || probes > mfsProbeBound(&sp) {
+				t.Errorf("%d probes, want between 10 and %d", probes, mfsProbeBound(&sp))
 			}
 			q := simplify(&sp, p, mfs)
 			if !mfs.Match(q) || sp.Validate(q) != nil {
