@@ -446,8 +446,8 @@ func (f *mfsFinder) events() error {
 // span finds the anomalous stretch of grid around v, one factor at a time: it probes the lowest and the
 // highest valid grid values (Collie's two ends), and on each side where the anomaly did not persist a binary
 // search between v and that end finds the last anomalous value (both sides' steps in one batch). It takes
-// one probe per side when the anomaly persists to the end and 1+ceil(log2(steps to the end)) otherwise, where
-// a walk over the grid took as many probes as there are grid values in the anomalous stretch plus one.
+// one probe per side when the anomaly persists to the end and at most 1+ceil(log2(steps to the end))
+// otherwise, so a dimension the anomaly does not depend on costs two probes however fine its grid.
 // lo and hi are the last anomalous values; an edge flag says the anomaly persisted to the end of the grid or
 // of the valid workloads on that side, or that the first value past it was not a valid one-factor probe.
 func (f *mfsFinder) span(grid []int, v int, at func(int) Workload, check func([]Workload) ([]probeState, error)) (lo, hi int, loEdge, hiEdge bool, err error) {
