@@ -3,6 +3,7 @@ package search
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 )
@@ -174,10 +175,12 @@ func (m MFS) String() string {
 type probeFunc func([]Workload) ([]Symptom, error)
 
 // findMFS runs the minimal-feature-set algorithm on an anomalous point p: one factor at a time, every other
-// dimension held at p's value, it tests the other values of each categorical dimension and walks each ordered
-// dimension outward over its discretized regions until the anomaly (the same symptom) disappears. A dimension
-// whose every valid value keeps the anomaly is dropped. Invalid probes (e.g. a WQ shallower than the batch)
-// are not run: the walk ends at the validity bound.
+// dimension held at p's value, it tests the other values of each categorical dimension and, as Collie does,
+// moves each ordered dimension to the two ends of its range. A dimension whose every valid value keeps the
+// anomaly is dropped. Where an end does not keep it, a binary search over the dimension's discretized regions
+// between p's value and that end finds where the anomaly stops (the anomalous values of a dimension are taken
+// to be contiguous around p's, as Collie's ranges are). Invalid probes (e.g. a WQ shallower than the batch)
+// are not run: the range ends at the validity bound.
 func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
 	f := &mfsFinder{sp: sp, p: p, sym: sym, probe: probe, m: MFS{}}
 	for _, step := range []func() error{f.categorical, f.mtu, f.ordered, f.messages, f.events} {
@@ -311,7 +314,8 @@ func (f *mfsFinder) mtu() error {
 	return nil
 }
 
-// ordered walks each ordered dimension outward from p's value.
+// ordered spans each ordered dimension from p's value: its ends first, then a binary search where one does
+// not keep the anomaly.
 func (f *mfsFinder) ordered() error {
 	sp := f.sp
 	p := f.p
@@ -320,34 +324,35 @@ func (f *mfsFinder) ordered() error {
 	for _, d := range orderedDims {
 		r := d.rng(sp)
 		v := *d.ptr(&p)
+		at := func(x int) Workload {
+			q := clone(p)
+			*d.ptr(&q) = x
+			return q
+		}
 		dimCheck := check
 		if d.name == "wqe_batch" {
 			// The WQ must hold a batch: a batch deeper than p's WQ takes the depth with it, as Collie's mutation
 			// does. Such a probe changes two factors, so only a persisting anomaly counts; a normal result is
-			// ambiguous and ends the walk like the validity bound it stands for.
+			// ambiguous and ends the range like the validity bound it stands for.
+			at = func(x int) Workload {
+				q := clone(p)
+				q.WQEBatch, q.WQDepth = x, max(p.WQDepth, x)
+				return q
+			}
 			dimCheck = func(ws []Workload) ([]probeState, error) {
-				rs := make([]Workload, len(ws))
-				for i, w := range ws {
-					rs[i] = clone(w)
-					rs[i].WQDepth = max(w.WQDepth, w.WQEBatch)
-				}
-				st, err := check(rs)
+				st, err := check(ws)
 				if err != nil {
 					return nil, err
 				}
 				for i, w := range ws {
-					if w.WQDepth < w.WQEBatch && st[i] == stateNormal {
+					if w.WQEBatch > p.WQDepth && st[i] == stateNormal {
 						st[i] = stateInvalid
 					}
 				}
 				return st, nil
 			}
 		}
-		lo, hi, loEdge, hiEdge, err := walk(r.grid(v), v, func(x int) Workload {
-			q := clone(p)
-			*d.ptr(&q) = x
-			return q
-		}, dimCheck)
+		lo, hi, loEdge, hiEdge, err := f.span(r.grid(v), v, at, dimCheck)
 		if err != nil {
 			return err
 		}
@@ -358,7 +363,7 @@ func (f *mfsFinder) ordered() error {
 	return nil
 }
 
-// messages walks the smallest and the largest request of the vector separately, so that "all requests at
+// messages spans the smallest and the largest request of the vector separately, so that "all requests at
 // most 1 KB" and "a mixture of <= 1 KB and >= 64 KB" are both expressible.
 func (f *mfsFinder) messages() error {
 	sp := f.sp
@@ -393,11 +398,11 @@ func (f *mfsFinder) messages() error {
 		grid = append(grid, M0)
 		slices.Sort(grid)
 		grid = slices.Compact(grid)
-		a, b, aEdge, bEdge, err := walk(grid, m0, withMin, check)
+		a, b, aEdge, bEdge, err := f.span(grid, m0, withMin, check)
 		if err != nil {
 			return err
 		}
-		c, d, cEdge, dEdge, err := walk(grid, M0, withMax, check)
+		c, d, cEdge, dEdge, err := f.span(grid, M0, withMax, check)
 		if err != nil {
 			return err
 		}
@@ -438,59 +443,73 @@ func (f *mfsFinder) events() error {
 	return nil
 }
 
-// walk probes grid values above and below v (both directions in one batch per step) until the anomaly
-// disappears or the grid or the valid region ends. lo and hi are the last anomalous values; an edge flag says
-// the walk ran out of grid or of valid workloads on that side rather than meeting a normal workload.
-func walk(grid []int, v int, at func(int) Workload, check func([]Workload) ([]probeState, error)) (lo, hi int, loEdge, hiEdge bool, err error) {
+// span finds the anomalous stretch of grid around v, one factor at a time: it probes the lowest and the
+// highest valid grid values (Collie's two ends), and on each side where the anomaly did not persist a binary
+// search between v and that end finds the last anomalous value (both sides' steps in one batch). It takes
+// one probe per side when the anomaly persists to the end and at most 1+ceil(log2(steps to the end))
+// otherwise, so a dimension the anomaly does not depend on costs two probes however fine its grid.
+// lo and hi are the last anomalous values; an edge flag says the anomaly persisted to the end of the grid or
+// of the valid workloads on that side, or that the first value past it was not a valid one-factor probe.
+func (f *mfsFinder) span(grid []int, v int, at func(int) Workload, check func([]Workload) ([]probeState, error)) (lo, hi int, loEdge, hiEdge bool, err error) {
 	i := slices.Index(grid, v)
 	if i < 0 {
 		return v, v, false, false, fmt.Errorf("mfs: value %d not on its grid", v)
 	}
-	lo, hi = v, v
-	up, down := i+1, i-1
-	upOn, downOn := true, true
-	for upOn || downOn {
+	// The valid stretch around v: invalid workloads are not run, so the ends are the last valid values.
+	valid := func(j int) bool { return f.sp.Validate(at(grid[j])) == nil }
+	lowest, highest := i, i
+	for lowest > 0 && valid(lowest-1) {
+		lowest--
+	}
+	for highest < len(grid)-1 && valid(highest+1) {
+		highest++
+	}
+	// Each side keeps the index of its last known anomalous value (in) and of its first known value past the
+	// anomaly (out, -1 or len(grid) when none is known yet) and the state found there.
+	type side struct {
+		in, out, end int
+		outState     probeState
+		done         bool
+	}
+	down := side{in: i, out: -1, end: lowest, done: lowest == i}
+	up := side{in: i, out: len(grid), end: highest, done: highest == i}
+	next := func(s *side) int { // the index to probe next on a side
+		if s.out == -1 || s.out == len(grid) {
+			return s.end
+		}
+		return (s.in + s.out) / 2
+	}
+	for !down.done || !up.done {
 		var ws []Workload
-		var which []int // +1 up, -1 down
-		if upOn {
-			if up >= len(grid) {
-				upOn, hiEdge = false, true
-			} else {
-				ws, which = append(ws, at(grid[up])), append(which, +1)
+		var sides []*side
+		var idx []int
+		for _, s := range []*side{&down, &up} {
+			if !s.done {
+				j := next(s)
+				ws, sides, idx = append(ws, at(grid[j])), append(sides, s), append(idx, j)
 			}
-		}
-		if downOn {
-			if down < 0 {
-				downOn, loEdge = false, true
-			} else {
-				ws, which = append(ws, at(grid[down])), append(which, -1)
-			}
-		}
-		if len(ws) == 0 {
-			break
 		}
 		res, err := check(ws)
 		if err != nil {
-			return lo, hi, loEdge, hiEdge, err
+			return v, v, false, false, err
 		}
-		for k, dir := range which {
-			if dir > 0 {
-				if res[k] == stateAnomalous {
-					hi = grid[up]
-					up++
-				} else {
-					upOn, hiEdge = false, res[k] == stateInvalid
-				}
+		for k, s := range sides {
+			if res[k] == stateAnomalous {
+				s.in = idx[k]
 			} else {
-				if res[k] == stateAnomalous {
-					lo = grid[down]
-					down--
-				} else {
-					downOn, loEdge = false, res[k] == stateInvalid
-				}
+				s.out, s.outState = idx[k], res[k]
+			}
+			switch {
+			case s.in == s.end:
+				s.done = true
+			case s.out != -1 && s.out != len(grid) && (s.in-s.out == 1 || s.out-s.in == 1):
+				s.done = true
 			}
 		}
 	}
+	lo, hi = grid[down.in], grid[up.in]
+	loEdge = down.in == down.end || (down.out >= 0 && down.outState == stateInvalid)
+	hiEdge = up.in == up.end || (up.out < len(grid) && up.outState == stateInvalid)
 	return lo, hi, loEdge, hiEdge, nil
 }
 
@@ -598,12 +617,20 @@ func reduce(sp *Space, p Workload, sym Symptom, probe probeFunc) (Workload, erro
 	return q, err
 }
 
-// mfsGridSize is an upper bound of the probes one MFS can take in a space (for budgeting and reports).
-func mfsGridSize(sp *Space) int {
-	n := len(sp.QPTypes) + len(sp.Opcodes) + len(sp.Directions) + len(sp.Memories) + len(sp.MTUs) + 2
+// mfsProbeBound is an upper bound of the probes one findMFS can take in a space (verification and reduction
+// excluded): every alternative of each categorical dimension and the MTU, the events once, and for each
+// ordered dimension and each end of the message-size vector two sides of one end probe and a binary search.
+func mfsProbeBound(sp *Space) int {
+	n := len(sp.QPTypes) + len(sp.Opcodes) + len(sp.Directions) + len(sp.Memories) + len(sp.MTUs) + 1
 	for _, d := range orderedDims {
-		n += len(d.rng(sp).grid(d.rng(sp).Min))
+		n += spanBound(len(d.rng(sp).grid(d.rng(sp).Min)))
 	}
-	n += 2 * len(sp.MsgSize.grid(sp.MsgSize.Min))
+	n += 2 * spanBound(len(sp.MsgSize.grid(sp.MsgSize.Min))+1)
 	return n
+}
+
+// spanBound is the most probes span takes on a grid of n values: per side one end and a binary search over
+// at most n-2 values between p's and that end.
+func spanBound(n int) int {
+	return 2 * (1 + bits.Len(uint(max(n-2, 0))))
 }

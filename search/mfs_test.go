@@ -3,6 +3,9 @@ package search
 import (
 	"context"
 	"encoding/json"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -84,8 +87,8 @@ func TestMFSRecoversPlantedConditions(t *testing.T) {
 			if !mfs.Match(p) {
 				t.Errorf("MFS %s does not match its own point", mfs)
 			}
-			if probes < 10 || probes > mfsGridSize(&sp) {
-				t.Errorf("%d probes, want between 10 and %d", probes, mfsGridSize(&sp))
+			if probes < 10 || probes > mfsProbeBound(&sp) {
+				t.Errorf("%d probes, want between 10 and %d", probes, mfsProbeBound(&sp))
 			}
 			q := simplify(&sp, p, mfs)
 			if !mfs.Match(q) || sp.Validate(q) != nil {
@@ -98,4 +101,141 @@ func TestMFSRecoversPlantedConditions(t *testing.T) {
 			t.Logf("%d probes; reproducer %s", probes, q)
 		})
 	}
+}
+
+// TestMFSProbesPerDimensionAndExact plants each of SyntheticF's eight anomalies and checks that findMFS (1)
+// takes at most N probes, N counted per dimension: every other value of each categorical dimension and the
+// MTU, one probe at each end of every ordered dimension and of both ends of the message vector, and a binary
+// search (2 x ceil(log2 of the grid)) only for the dimensions the region bounds; and (2) finds exactly the
+// planted region: on every one-factor neighbour of the point (each dimension at each of its grid values or
+// alternatives) and on 3,000 random points, the feature set matches a workload if and only if the region
+// contains it. A walk over the whole grid of an irrelevant dimension (as the procedure before took: 59-82
+// probes on these points) breaks the bound.
+func TestMFSProbesPerDimensionAndExact(t *testing.T) {
+	syn := SyntheticF()
+	sp := DefaultSpace()
+	points := map[string]func(w *Workload){
+		"ud-batch-depth": func(w *Workload) {
+			w.QPType, w.Opcode, w.WQEBatch, w.WQDepth, w.MTU, w.MsgSizes = "ud", "send", 64, 512, 2048, []int{2048}
+		},
+		"read-mtu1k-large": func(w *Workload) { w.Opcode, w.MTU, w.MsgSizes = "read", 1024, []int{32768, 65536} },
+		"write-many-qps":   func(w *Workload) { w.NumQPs, w.WQDepth, w.MsgSizes = 1000, 8, []int{512, 256} },
+		"bi-sge-mix": func(w *Workload) {
+			w.Direction, w.SGE, w.MsgSizes = "bi", 3, []int{65536, 128, 128, 128}
+		},
+		"write-many-mrs":  func(w *Workload) { w.NumMRs, w.MsgSizes = 10000, []int{512} },
+		"loopback-incast": func(w *Workload) { w.Direction, w.NumQPs, w.MsgSizes = "loopback", 64, []int{131072} },
+		"bi-read-batch-sge": func(w *Workload) {
+			// 4 KB requests: with 64 KB ones its loopback neighbour would be inside loopback-incast too.
+			w.Direction, w.Opcode, w.WQEBatch, w.SGE, w.NumQPs, w.WQDepth = "bi", "read", 32, 4, 128, 128
+			w.MsgSizes = []int{4096}
+		},
+		"send-mtu1k-batch-depth": func(w *Workload) {
+			w.Opcode, w.MTU, w.WQEBatch, w.WQDepth, w.MsgSizes = "send", 1024, 64, 512, []int{4096}
+		},
+	}
+	searchBits := func(gridLen int) int { return 2 * bits.Len(uint(gridLen)) }
+	rng := rand.New(rand.NewPCG(7, 7))
+	var random []Workload
+	for range 3000 {
+		random = append(random, sp.Sample(rng))
+	}
+	for ri, r := range syn.Regions {
+		t.Run(r.Name, func(t *testing.T) {
+			set, ok := points[r.Name]
+			if !ok {
+				t.Fatalf("no test point for region %s", r.Name)
+			}
+			p := OrdinaryWorkload()
+			set(&p)
+			if err := sp.Validate(p); err != nil {
+				t.Fatalf("test point invalid: %v", err)
+			}
+			if in := syn.Inside(p); !slices.Equal(in, []int{ri}) {
+				t.Fatalf("test point %s is inside regions %v, want only %d", p, in, ri)
+			}
+			probes := 0
+			mfs, err := findMFS(&sp, p, r.Symptom, probeWith(t, syn, &probes))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := len(sp.QPTypes) - 1 + len(sp.Opcodes) - 1 + len(sp.Directions) - 1 + len(sp.Memories) - 1 +
+				len(sp.MTUs) - 1 + 2*len(orderedDims) + 2*2
+			bounded := map[string][2]int{"num_qps": r.NumQPs, "wqe_batch": r.WQEBatch, "sge": r.SGE,
+				"wq_depth": r.WQDepth, "num_mrs": r.NumMRs, "mr_size": r.MRSize}
+			for _, d := range orderedDims {
+				if bounded[d.name] != [2]int{} {
+					n += searchBits(len(d.rng(&sp).grid(d.rng(&sp).Min)))
+				}
+			}
+			for _, b := range [][2]int{r.MsgMin, r.MsgMax} {
+				if b != [2]int{} {
+					n += searchBits(len(sp.MsgSize.grid(sp.MsgSize.Min)) + 1)
+				}
+			}
+			if probes > n {
+				t.Errorf("%d probes, want at most %d", probes, n)
+			}
+			if n > mfsProbeBound(&sp) {
+				t.Errorf("per-dimension bound %d above mfsProbeBound %d", n, mfsProbeBound(&sp))
+			}
+			inRegion := func(w Workload) bool { return slices.Contains(syn.Inside(w), ri) }
+			checked := 0
+			check := func(w Workload) {
+				if sp.Validate(w) != nil {
+					return
+				}
+				checked++
+				if got, want := mfs.Match(w), inRegion(w); got != want {
+					t.Errorf("MFS %s matches %s: %v, region contains it: %v", mfs, w, got, want)
+				}
+			}
+			for _, w := range oneFactorNeighbours(&sp, p) {
+				check(w)
+			}
+			for _, w := range random {
+				check(w)
+			}
+			t.Logf("%d probes (bound %d), MFS %s, %d workloads compared", probes, n, mfs, checked)
+		})
+	}
+}
+
+// oneFactorNeighbours is p with one dimension changed to each of its other values: categorical alternatives,
+// MTUs, every grid value of each ordered dimension, and message vectors whose smallest or largest request
+// takes every grid value.
+func oneFactorNeighbours(sp *Space, p Workload) []Workload {
+	var out []Workload
+	with := func(f func(w *Workload)) {
+		q := clone(p)
+		f(&q)
+		out = append(out, q)
+	}
+	for _, v := range sp.QPTypes {
+		with(func(w *Workload) { w.QPType = v })
+	}
+	for _, v := range sp.Opcodes {
+		with(func(w *Workload) { w.Opcode = v })
+	}
+	for _, v := range sp.Directions {
+		with(func(w *Workload) { w.Direction = v })
+	}
+	for _, v := range sp.Memories {
+		with(func(w *Workload) { w.Memory = v })
+	}
+	for _, v := range sp.MTUs {
+		with(func(w *Workload) { w.MTU = v })
+	}
+	for _, d := range orderedDims {
+		for _, x := range d.rng(sp).grid(d.rng(sp).Min) {
+			with(func(w *Workload) { *d.ptr(w) = x })
+		}
+	}
+	for _, x := range sp.MsgSize.grid(sp.MsgSize.Min) {
+		with(func(w *Workload) { w.MsgSizes = []int{x} })
+		with(func(w *Workload) { w.MsgSizes = append(slices.Clone(w.MsgSizes), x) })
+		with(func(w *Workload) { w.MsgSizes = []int{x, sp.MsgSize.Min} })
+		with(func(w *Workload) { w.MsgSizes = []int{x, sp.MsgSize.Max} })
+	}
+	return out
 }
