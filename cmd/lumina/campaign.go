@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -164,17 +168,38 @@ SIGINT or SIGTERM as lumina run (re-run to continue).`,
 	return cmd
 }
 
-// fileHistoryRecorded marks a campaign directory whose runs are in the run history, so that re-running a
-// finished campaign (which only reads its results back from the stream) records nothing twice.
+// fileHistoryRecorded lists, per item, the result of a campaign directory already recorded in the run history:
+// re-running a finished campaign (which reads its results back from the stream) records nothing twice, and an
+// item run again (--retry, --fresh, a changed input) is recorded as the new run it is.
 const fileHistoryRecorded = "history.recorded"
 
-// recordSuite records, once, every run of a finished campaign whose results directory is on this machine in
-// the run history, as lumina run records a run: a suite's items then list in lumina history and compare with
-// lumina diff like any run. The history is a convenience: when it cannot be written, a warning says so.
+// itemFingerprint names one result of an item: its results directory as written (a run moves a new directory
+// into place, so its modification time changes even when a deterministic run writes the same bytes) and its
+// analysis.json, else (no verdict reached) its verdict and reason.
+func itemFingerprint(it campaign.ItemSummary, resultsDir string) string {
+	h := sha256.New()
+	if st, err := os.Stat(resultsDir); err == nil {
+		fmt.Fprintf(h, "%d\x00", st.ModTime().UnixNano())
+	}
+	if b, err := os.ReadFile(filepath.Join(resultsDir, "analysis.json")); err == nil {
+		h.Write(b)
+	} else {
+		fmt.Fprintf(h, "%s\x00%d\x00%s", it.Verdict, it.Exit, it.Reason)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// recordSuite records every run of a finished campaign whose results directory is on this machine in the
+// run history, as lumina run records a run, each result once (fileHistoryRecorded): a suite's items then list
+// in lumina history and compare with lumina diff like any run. The history is a convenience: when it cannot be
+// written, a warning says so.
 func recordSuite(flag, dir string, stderr io.Writer) {
 	marker := filepath.Join(dir, fileHistoryRecorded)
-	if _, err := os.Stat(marker); err == nil {
-		return
+	done := map[string]string{} // item index -> fingerprint of the result recorded
+	if b, err := os.ReadFile(marker); err == nil {
+		if json.Unmarshal(b, &done) != nil {
+			done = map[string]string{}
+		}
 	}
 	path, err := historyPath(flag)
 	var db *history.DB
@@ -184,8 +209,11 @@ func recordSuite(flag, dir string, stderr io.Writer) {
 	if err == nil {
 		defer db.Close()
 		now := time.Now()
-		n := 0
 		err = campaign.ForEachRun(dir, func(it campaign.ItemSummary, rd string) error {
+			key, fp := strconv.Itoa(it.Index), itemFingerprint(it, rd)
+			if done[key] == fp {
+				return nil
+			}
 			abs, _ := filepath.Abs(rd)
 			start := history.Start{Scenario: rundiff.ScenarioName(it.Scenario), ScenarioPath: it.Scenario, Testbed: orSim(it.Testbed),
 				NIC: it.Profile, Seed: it.Seed, ResultsDir: abs, Version: version.Get().String(), Time: now}
@@ -198,11 +226,16 @@ func recordSuite(flag, dir string, stderr io.Writer) {
 			if err == nil {
 				err = db.Complete(id, fin)
 			}
-			n++
+			if err == nil {
+				done[key] = fp
+			}
 			return err
 		})
-		if err == nil {
-			err = os.WriteFile(marker, []byte(fmt.Sprintf("%d runs recorded in %s\n", n, path)), 0o644)
+		// What was recorded stays listed, even when a later item failed to record.
+		if b, merr := json.MarshalIndent(done, "", "  "); merr == nil {
+			if werr := os.WriteFile(marker, append(b, '\n'), 0o644); err == nil {
+				err = werr
+			}
 		}
 	}
 	if err != nil {

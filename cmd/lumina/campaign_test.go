@@ -71,6 +71,17 @@ func TestCampaignCommand(t *testing.T) {
 	if len(h.Runs) != 2 || got["cx5"] != "pass" || got["e810"] != "fail" {
 		t.Errorf("history after the campaign and its re-run: %d runs %v; want 2: cx5 pass, e810 fail", len(h.Runs), got)
 	}
+	// --fresh runs every item again: two new runs in the history (same results, recorded as the runs they are).
+	if code := run([]string{"campaign", file, "--out", filepath.Join(dir, "out"), "--workers", "1", "-q", "--history", hist, "--fresh"}, &out, &errb); code != exitFailed {
+		t.Fatalf("--fresh: exit %d, want 1; stderr: %s", code, errb.String())
+	}
+	hout.Reset()
+	if code := run([]string{"history", "--history", hist, "--json"}, &hout, &errb); code != 0 {
+		t.Fatalf("history: exit %d: %s", code, errb.String())
+	}
+	if err := json.Unmarshal(hout.Bytes(), &h); err != nil || len(h.Runs) != 4 {
+		t.Errorf("history after --fresh: %d runs (%v), want 4", len(h.Runs), err)
+	}
 }
 
 func TestCampaignAndWorkerBadInput(t *testing.T) {
