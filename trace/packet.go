@@ -137,6 +137,20 @@ func newSource(r io.Reader) *source {
 // offset is the file offset of the next unread byte.
 func (s *source) offset() int64 { return s.base + int64(s.rpos) }
 
+// moveToPooled moves the unread data into a buffer of at least size bytes from get (File.SetBuffers) and
+// hands the old buffer to retired: the source never writes into a buffer whose bytes it handed out.
+func (s *source) moveToPooled(size int) {
+	nb := s.get(size)
+	if len(nb) < size {
+		nb = make([]byte, size)
+	}
+	m := copy(nb, s.buf[s.rpos:s.wpos])
+	old := s.buf
+	s.base += int64(s.rpos)
+	s.buf, s.rpos, s.wpos = nb, 0, m
+	s.retired(old)
+}
+
 // peek returns the next n bytes without consuming them. It returns errShort
 // (with whatever is available) if the stream ends first, or an I/O error.
 func (s *source) peek(n int) ([]byte, error) {
@@ -154,15 +168,7 @@ func (s *source) peek(n int) ([]byte, error) {
 			if n > size {
 				size = min(n, 2*size)
 			}
-			nb := s.get(size)
-			if len(nb) < size {
-				nb = make([]byte, size)
-			}
-			m := copy(nb, s.buf[s.rpos:s.wpos])
-			old := s.buf
-			s.base += int64(s.rpos)
-			s.buf, s.rpos, s.wpos = nb, 0, m
-			s.retired(old)
+			s.moveToPooled(size)
 		}
 		if s.rpos > 0 && s.rpos+n > len(s.buf) {
 			// Slide unread data to the front before reading more.
@@ -179,15 +185,7 @@ func (s *source) peek(n int) ([]byte, error) {
 			}
 			if s.get != nil {
 				// Under SetBuffers the larger buffer comes from get too, so that its owner counts it.
-				nb := s.get(size)
-				if len(nb) < size {
-					nb = make([]byte, size)
-				}
-				m := copy(nb, s.buf[s.rpos:s.wpos])
-				old := s.buf
-				s.base += int64(s.rpos)
-				s.buf, s.rpos, s.wpos = nb, 0, m
-				s.retired(old)
+				s.moveToPooled(size)
 			} else {
 				nb := make([]byte, size)
 				copy(nb, s.buf[:s.wpos])
