@@ -285,21 +285,8 @@ func (s *stoppable) Next() (*trace.Packet, error) {
 
 // invalidTrace says why captures fail the integrity check, in lumina analyze's words.
 func invalidTrace(what string, in *summary.Integrity) error {
-	ok, skipped := 0, 0
-	for _, c := range in.Checks {
-		switch {
-		case c.OK:
-			ok++
-		case c.Skipped:
-			skipped++
-		}
-	}
-	counted := fmt.Sprintf("%d/%d conditions hold", ok, len(in.Checks))
-	if skipped > 0 {
-		counted += fmt.Sprintf(", %d not checked", skipped)
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: integrity INVALID TRACE (%s): not exported, as lumina analyze does not judge it", what, counted)
+	fmt.Fprintf(&b, "%s: integrity INVALID TRACE (%s): not exported, as lumina analyze does not judge it", what, in.Counted())
 	for _, c := range in.Checks {
 		if !c.OK && !c.Skipped {
 			fmt.Fprintf(&b, "\n  [FAIL] %s: %s", c.Name, c.Detail)

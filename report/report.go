@@ -47,20 +47,8 @@ func (d *CaptureDoc) ChecksOK() bool {
 func Capture(w io.Writer, d *CaptureDoc) {
 	d.Report.WriteText(w)
 	if in := d.Integrity; in != nil {
-		ok, skipped := 0, 0
-		for _, c := range in.Checks {
-			switch {
-			case c.OK:
-				ok++
-			case c.Skipped:
-				skipped++
-			}
-		}
 		fmt.Fprintln(w)
-		counted := fmt.Sprintf("%d/%d conditions hold", ok, len(in.Checks))
-		if skipped > 0 {
-			counted += fmt.Sprintf(", %d not checked", skipped)
-		}
+		counted := in.Counted()
 		if in.OK {
 			fmt.Fprintf(w, "integrity  ok (%s)\n", counted)
 		} else {

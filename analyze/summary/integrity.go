@@ -42,6 +42,24 @@ type Integrity struct {
 	Hint string `json:"hint,omitempty"`
 }
 
+// Counted says how many conditions hold, in lumina analyze's words: "3/4 conditions hold, 1 not checked".
+func (in *Integrity) Counted() string {
+	ok, skipped := 0, 0
+	for _, c := range in.Checks {
+		switch {
+		case c.OK:
+			ok++
+		case c.Skipped:
+			skipped++
+		}
+	}
+	counted := fmt.Sprintf("%d/%d conditions hold", ok, len(in.Checks))
+	if skipped > 0 {
+		counted += fmt.Sprintf(", %d not checked", skipped)
+	}
+	return counted
+}
+
 // dumperStats is what the integrity check reads of a live dumper's stats file.
 type dumperStats struct {
 	KernelDrops uint64 `json:"kernel_drops"`
