@@ -51,7 +51,7 @@ var allowed = map[string][]string{
 	"internal/progress": {},
 	"export":            {"roce", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "version"},
 	"wireshark":         {},
-	"htmlreport":        {"roce", "scenario", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "version"},
+	"htmlreport":        {"roce", "scenario", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "rundiff", "version"},
 	"queue":             {},
 	"campaign":          {"queue", "resultsdir", "rnic", "rundiff", "scenario", "search", "testbed", "verdict", "version"},
 }

@@ -317,8 +317,6 @@ func screenshotNotBlank(t *testing.T, b *browser) {
 func TestBrowserOtherPages(t *testing.T) {
 	b := newBrowser(t)
 	cmp := load(t, "testdata/listing2", "testdata/cnp-scope")
-	cmp.CompareNotes = []string{"note: the scenarios differ", "REGRESSION: 1 metric(s) regressed"}
-	cmp.Compare[1].Tolerance, cmp.Compare[1].Worse, cmp.Compare[1].Status = "0", "up", "within"
 	st, _ := b.open(t, cmp, 60*time.Second)
 	noErrors(t, b, st)
 	for i, r := range cmp.Runs {
@@ -329,18 +327,22 @@ func TestBrowserOtherPages(t *testing.T) {
 	}
 	// The notes and the worse-direction column of lumina diff's comparison are shown.
 	notes := eval[string](t, b, `[...document.querySelectorAll('p.compare-note')].map(p => p.textContent).join('|') + '|' + [...document.querySelectorAll('th')].map(h => h.textContent).join(',')`)
-	if !strings.Contains(notes, "note: the scenarios differ|REGRESSION: 1 metric") || !strings.Contains(notes, "tolerance,worse,status") {
-		t.Errorf("compare page notes and headings: %q; want both notes and a worse column", notes)
+	if !strings.Contains(notes, strings.Join(cmp.CompareNotes, "|")) || !strings.Contains(notes, "unit,tolerance,worse,status") {
+		t.Errorf("compare page notes and headings: %q; want the notes %q and the tolerance, worse and status columns", notes, cmp.CompareNotes)
 	}
-	moved := eval[int](t, b, `document.querySelectorAll('tr.moved').length`)
-	want := 0
+	// In the metric table (the page's first), regressed rows are highlighted as bad, the other rows that moved as moved.
+	got := eval[string](t, b, `(t => t.querySelectorAll('tr.moved').length + ',' + t.querySelectorAll('tr.bad').length)(document.querySelector('table'))`)
+	moved, bad := 0, 0
 	for _, m := range cmp.Compare {
-		if m.Moved {
-			want++
+		switch {
+		case m.Status == "regressed":
+			bad++
+		case m.Moved:
+			moved++
 		}
 	}
-	if moved != want || want == 0 {
-		t.Errorf("%d metric rows highlighted as moved, want %d", moved, want)
+	if want := fmt.Sprintf("%d,%d", moved, bad); got != want || moved == 0 || bad == 0 {
+		t.Errorf("metric rows highlighted moved,bad = %s, want %s (both non-zero)", got, want)
 	}
 
 	capt := load(t, "testdata/listing2/trace.pcapng")

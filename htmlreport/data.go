@@ -9,6 +9,7 @@ import (
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/trace"
+	"github.com/lumina-go/lumina/verdict"
 )
 
 // Page kinds.
@@ -65,8 +66,8 @@ type Run struct {
 	Summary       []KV                     `json:"summary,omitempty"` // a plain capture's packet summary
 	Workload      json.RawMessage          `json:"workload,omitempty"`
 	Trace         *TraceView               `json:"trace"` // nil: no trace (a workload run)
-	// Analysis is what the page's metric table compares (not shown otherwise).
-	analysis *analyze.Analysis
+	// doc is the verdict document of a results directory, which the page's metric table compares (rundiff).
+	doc *verdict.Document
 }
 
 // PositionSplit is one drop position's mean retransmission latency by what triggered the retransmission.
@@ -199,7 +200,6 @@ type KV struct {
 
 // fillAnalysis fills a run's analysis sections.
 func (r *Run) fillAnalysis(an *analyze.Analysis, scope string) {
-	r.analysis = an
 	for _, c := range an.Checks {
 		v := c.Violations
 		if len(v) > 20 {
@@ -236,6 +236,8 @@ func (r *Run) fillAnalysis(an *analyze.Analysis, scope string) {
 }
 
 // quantile is the nearest-rank quantile of sorted values.
+func num(v float64) *float64 { return &v }
+
 func quantile(s []float64, q float64) float64 {
 	i := int(q*float64(len(s))+0.999999) - 1
 	if i < 0 {

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/lumina-go/lumina/resultsdir"
+	"github.com/lumina-go/lumina/rundiff"
 	"github.com/lumina-go/lumina/verdict"
 )
 
@@ -193,27 +194,72 @@ func TestCounterRowsJoinSnapshots(t *testing.T) {
 	}
 }
 
-func TestCompareMetrics(t *testing.T) {
+// The metric table of two runs is lumina diff's comparison of them, row for row (no second computation of
+// the metrics beside rundiff.Extract): each row's values, tolerance, direction and status, and diff's notes.
+func TestCompareIsTheDiff(t *testing.T) {
+	for _, pair := range [][2]string{{"testdata/listing2", "testdata/cnp-scope"}, {"testdata/cnp-scope", "testdata/listing2"}, {"testdata/listing2", "testdata/listing2"}} {
+		p := load(t, pair[0], pair[1])
+		ra, err := rundiff.LoadDir(pair[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := rundiff.LoadDir(pair[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := rundiff.Compare(ra, rb, nil)
+		if len(p.Runs) != 2 || len(p.Compare) != len(res.Rows)+1 {
+			t.Fatalf("%v: %d runs, %d rows; want 2 runs and the verdict + %d rows of lumina diff", pair, len(p.Runs), len(p.Compare), len(res.Rows))
+		}
+		if v := p.Compare[0]; v.Name != "verdict" || v.AText != ra.Verdict || v.BText != rb.Verdict || v.Moved != res.VerdictChanged || v.Status != res.VerdictStatus() {
+			t.Errorf("%v: verdict row %+v", pair, v)
+		}
+		for i, r := range res.Rows {
+			m := p.Compare[i+1]
+			if m.Name != r.Metric || m.Unit != r.Unit || !samePtr(m.A, r.Old) || !samePtr(m.B, r.New) || m.Moved != r.Moved ||
+				m.Tolerance != r.Tolerance.String() || m.Status != r.Status || m.Worse != string(r.Worse) {
+				t.Errorf("%v: row %d is %+v; lumina diff's is %+v", pair, i+1, m, r)
+			}
+		}
+		var text bytes.Buffer
+		rundiff.WriteText(&text, res)
+		for _, n := range p.CompareNotes {
+			if !strings.Contains(text.String(), "\n"+n+"\n") {
+				t.Errorf("%v: note %q is not a line of lumina diff's text:\n%s", pair, n, text.String())
+			}
+		}
+		if len(p.CompareNotes) == 0 {
+			t.Errorf("%v: no notes (want at least the regression summary)", pair)
+		}
+		moved := map[string]bool{}
+		for _, m := range p.Compare {
+			moved[m.Name] = m.Moved
+		}
+		if pair[0] == pair[1] {
+			for n, mv := range moved {
+				if mv {
+					t.Errorf("a run against itself: %s moved", n)
+				}
+			}
+			continue
+		}
+		// listing2 retransmits two packets, cnp-scope none; their packet counts differ.
+		for _, n := range []string{"retransmissions", "packets", "ecn_marked"} {
+			if !moved[n] {
+				t.Errorf("%v: %s not moved (%v)", pair, n, moved)
+			}
+		}
+	}
+}
+
+func samePtr(a, b *float64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// A run that is not a results directory (a capture) cannot be compared: a clear error, no page.
+func TestCompareNeedsResultsDirs(t *testing.T) {
 	a := load(t, "testdata/listing2").Runs[0]
-	b := load(t, "testdata/cnp-scope").Runs[0]
-	same := BasicCompare(a, a)
-	for _, m := range same {
-		if m.Moved {
-			t.Errorf("a run against itself: %s moved", m.Name)
-		}
-	}
-	moved := map[string]bool{}
-	for _, m := range BasicCompare(a, b) {
-		moved[m.Name] = m.Moved
-	}
-	// listing2 retransmits two packets, cnp-scope none; their packet counts differ.
-	for _, n := range []string{"retransmissions", "packets", "ECN-marked packets"} {
-		if !moved[n] {
-			t.Errorf("listing2 vs cnp-scope: %s not moved (%v)", n, moved)
-		}
-	}
-	if p := ComparePage(a, b); len(p.Runs) != 2 || len(p.Compare) != len(BasicCompare(a, b)) {
-		t.Error("the compare page does not carry both runs and the metric table")
+	c := load(t, "testdata/listing2/trace.pcapng").Runs[0]
+	if _, err := ComparePage(a, c); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "trace.pcapng") {
+		t.Errorf("compare with a capture: %v; want bad input naming it", err)
 	}
 }
 
@@ -470,7 +516,7 @@ func TestCountersLabelsAndLicence(t *testing.T) {
 	if !bytes.Contains(data, []byte(`"finish":"1152921504606846977"`)) {
 		t.Error("a counter of 2^60+1 is not in the page as an exact decimal string")
 	}
-	an := r.analysis
+	an := r.doc.Analysis
 	for i, c := range r.Trace.Conns {
 		want := fmt.Sprintf(", initial PSN %d", an.Connections[i].ReqIPSN)
 		if !strings.HasSuffix(c.Label, want) {

@@ -71,7 +71,7 @@ func Load(args []string) (*Page, error) {
 		if err != nil {
 			return nil, err
 		}
-		return ComparePage(a, b), nil
+		return ComparePage(a, b)
 	}
 	return nil, badInput("%d directories: give one results directory, one search directory, or two results directories to compare", len(args))
 }
@@ -127,7 +127,7 @@ func FromOutcome(o *verdict.Outcome) (*Run, error) {
 
 func fromDoc(dir string, doc *verdict.Document, cf *resultsdir.CountersFile) (*Run, error) {
 	r := &Run{Source: dir, Verdict: doc.Verdict, Scenario: doc.Scenario, Testbed: doc.Testbed, Seed: doc.Seed,
-		IndexBase: doc.IndexBase, Expectations: doc.Expectations}
+		IndexBase: doc.IndexBase, Expectations: doc.Expectations, doc: doc}
 	integ := doc.Integrity
 	r.Integrity = &integ
 	an := doc.Analysis

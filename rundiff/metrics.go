@@ -258,6 +258,13 @@ func LoadDir(dir string) (*Run, error) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("%w: %s: not an analysis document: %v", ErrInput, p, err)
 	}
+	return FromDoc(dir, &doc)
+}
+
+// FromDoc is the Run of results directory dir whose verdict document (analysis.json) doc was read already
+// (the HTML report reads it once for its page and its comparison); it reads the effective scenario.
+func FromDoc(dir string, doc *verdict.Document) (*Run, error) {
+	p := filepath.Join(dir, resultsdir.FileAnalysis)
 	switch doc.Verdict {
 	case verdict.Pass, verdict.Fail, verdict.Invalid:
 	case "":
@@ -275,7 +282,7 @@ func LoadDir(dir string) (*Run, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInput, err)
 	}
 	return &Run{Label: dir, Dir: dir, Scenario: ScenarioName(doc.Scenario), ScenarioHash: hash, Testbed: orSim(doc.Testbed),
-		NIC: NICOf(sc), Seed: doc.Seed, Verdict: doc.Verdict, Version: doc.Version.String(), Metrics: Extract(&doc)}, nil
+		NIC: NICOf(sc), Seed: doc.Seed, Verdict: doc.Verdict, Version: doc.Version.String(), Metrics: Extract(doc)}, nil
 }
 
 // HashScenario is the scenario hash of a run: the SHA-256, in hex, of the effective scenario it wrote

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lumina-go/lumina/htmlreport"
-	"github.com/lumina-go/lumina/rundiff"
 )
 
 func newReportCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -47,7 +46,6 @@ a file the report reads inside an input directory).`,
   lumina report capture.pcap`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			htmlreport.CompareFunc = diffCompare
 			mtr := newMeter(stderr, quiet, "report", "", time.Second)
 			mtr.Phase("reading and analyzing", 0)
 			page, err := htmlreport.Load(args)
@@ -137,47 +135,4 @@ func writeRunReport(dir string, page *htmlreport.Page, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "lumina: report: %s\n", path)
 	return nil
-}
-
-// diffCompare is the metric table of `lumina report A B`: lumina diff's comparison (rundiff, its default
-// tolerances) of the two results directories, so the page and `lumina diff A B` agree row for row, with the
-// notes diff prints (the scenarios or seeds differ) and its regression summary line, in its words. A
-// directory rundiff cannot read falls back to the report's own table of the two runs' figures.
-func diffCompare(a, b *htmlreport.Run) htmlreport.Comparison {
-	ra, errA := rundiff.LoadDir(a.Source)
-	rb, errB := rundiff.LoadDir(b.Source)
-	if errA != nil || errB != nil {
-		return htmlreport.BasicComparison(a, b)
-	}
-	res := rundiff.Compare(ra, rb, nil)
-	regressed := map[string]bool{}
-	for _, n := range res.Regressed {
-		regressed[n] = true
-	}
-	vs := rundiff.StatusSame
-	switch {
-	case regressed["verdict"]:
-		vs = rundiff.StatusRegressed
-	case res.VerdictChanged:
-		vs = rundiff.StatusImproved
-	}
-	out := []htmlreport.Metric{{Name: "verdict", AText: ra.Verdict, BText: rb.Verdict, Moved: res.VerdictChanged, Status: vs}}
-	for _, r := range res.Rows {
-		out = append(out, htmlreport.Metric{Name: r.Metric, Unit: r.Unit, A: r.Old, B: r.New, Moved: r.Moved,
-			Tolerance: r.Tolerance.String(), Status: r.Status, Worse: string(r.Worse)})
-	}
-	return htmlreport.Comparison{Metrics: out, Notes: diffNotes(res)}
-}
-
-// diffNotes are the lines of lumina diff's text around its table: its notes and the regression summary.
-func diffNotes(res *rundiff.Result) []string {
-	var b strings.Builder
-	rundiff.WriteText(&b, res)
-	var notes []string
-	for _, l := range strings.Split(b.String(), "\n") {
-		if strings.HasPrefix(l, "note: ") || strings.HasPrefix(l, "REGRESSION:") || strings.HasPrefix(l, "no regression") {
-			notes = append(notes, l)
-		}
-	}
-	return notes
 }

@@ -516,20 +516,13 @@
     } else if (D.kind === 'compare') {
       app.appendChild(el('h1', { text: 'Two runs side by side' }));
       var cmp = D.compare || [];
-      var tol = cmp.some(function (m) { return !!m.status; });
-      var worse = cmp.some(function (m) { return !!m.worse; });
       (D.compare_notes || []).forEach(function (n) {
         app.appendChild(el('p', { 'class': 'compare-note' + (n.indexOf('REGRESSION') === 0 ? ' notok' : ''), text: n }));
       });
-      var heads = ['metric', 'A: ' + D.runs[0].source, 'B: ' + D.runs[1].source, 'unit'];
-      if (tol) { heads = heads.concat(['tolerance']); }
-      if (worse) { heads = heads.concat(['worse']); }
-      if (tol) { heads = heads.concat(['status']); }
+      var heads = ['metric', 'A: ' + D.runs[0].source, 'B: ' + D.runs[1].source, 'unit', 'tolerance', 'worse', 'status'];
       app.appendChild(table(heads, cmp.map(function (m) {
-        var r = [m.name, m.a_text || (m.a === null ? '—' : m.a), m.b_text || (m.b === null ? '—' : m.b), m.unit || ''];
-        if (tol) { r.push(m.tolerance || ''); }
-        if (worse) { r.push(m.worse || ''); }
-        if (tol) { r.push(m.status || ''); }
+        var r = [m.name, m.a_text || (m.a === null ? '—' : m.a), m.b_text || (m.b === null ? '—' : m.b), m.unit || '',
+          m.tolerance || '', m.worse || '', m.status || ''];
         if (m.status === 'regressed') { r.cls = 'bad'; } else if (m.moved) { r.cls = 'moved'; } return r;
       })));
       var cols = el('div', { 'class': 'cols' });
