@@ -237,28 +237,39 @@ var ErrInput = errors.New("bad input")
 // LoadDir reads a results directory's verdict document (analysis.json) and effective scenario into a Run.
 // A directory a run left incomplete is refused.
 func LoadDir(dir string) (*Run, error) {
+	doc, _, err := ReadDoc(dir)
+	if err != nil {
+		return nil, err
+	}
+	return FromDoc(dir, doc)
+}
+
+// ReadDoc reads a results directory's verdict document (analysis.json), refusing a directory a run left
+// incomplete. raw is the file as read, whenever it was read (also when it is then refused): the campaign's
+// history names a recorded result by it.
+func ReadDoc(dir string) (doc *verdict.Document, raw []byte, err error) {
 	if !resultsdir.IsDir(dir) {
-		return nil, fmt.Errorf("%w: %s is not a results directory of lumina run (no %s)", ErrInput, dir, resultsdir.FileScenario)
+		return nil, nil, fmt.Errorf("%w: %s is not a results directory of lumina run (no %s)", ErrInput, dir, resultsdir.FileScenario)
 	}
 	if err := resultsdir.CheckComplete(dir); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInput, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
 	p := filepath.Join(dir, resultsdir.FileAnalysis)
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s has no %s: run lumina analyze %s first", ErrInput, dir, resultsdir.FileAnalysis, dir)
+		return nil, nil, fmt.Errorf("%w: %s has no %s: run lumina analyze %s first", ErrInput, dir, resultsdir.FileAnalysis, dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInput, err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrInput, err)
 	}
 	if _, err := version.CheckSchema(b); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInput, p, err)
+		return nil, b, fmt.Errorf("%w: %s: %v", ErrInput, p, err)
 	}
-	var doc verdict.Document
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %s: not an analysis document: %v", ErrInput, p, err)
+	doc = new(verdict.Document)
+	if err := json.Unmarshal(b, doc); err != nil {
+		return nil, b, fmt.Errorf("%w: %s: not an analysis document: %v", ErrInput, p, err)
 	}
-	return FromDoc(dir, &doc)
+	return doc, b, nil
 }
 
 // FromDoc is the Run of results directory dir whose verdict document (analysis.json) doc was read already

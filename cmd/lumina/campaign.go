@@ -175,14 +175,14 @@ const fileHistoryRecorded = "history.recorded"
 
 // itemFingerprint names one result of an item: its results directory as written (a run moves a new directory
 // into place, so its modification time changes even when a deterministic run writes the same bytes) and its
-// analysis.json, else (no verdict reached) its verdict and reason.
-func itemFingerprint(it campaign.ItemSummary, resultsDir string) string {
+// analysis.json as read (raw), else (not read: no verdict reached) its verdict and reason.
+func itemFingerprint(it campaign.ItemSummary, resultsDir string, raw []byte) string {
 	h := sha256.New()
 	if st, err := os.Stat(resultsDir); err == nil {
 		fmt.Fprintf(h, "%d\x00", st.ModTime().UnixNano())
 	}
-	if b, err := os.ReadFile(filepath.Join(resultsDir, "analysis.json")); err == nil {
-		h.Write(b)
+	if raw != nil {
+		h.Write(raw)
 	} else {
 		fmt.Fprintf(h, "%s\x00%d\x00%s", it.Verdict, it.Exit, it.Reason)
 	}
@@ -210,18 +210,25 @@ func recordSuite(flag, dir string, stderr io.Writer) {
 		defer db.Close()
 		now := time.Now()
 		err = campaign.ForEachRun(dir, func(it campaign.ItemSummary, rd string) error {
-			key, fp := strconv.Itoa(it.Index), itemFingerprint(it, rd)
+			doc, raw, rerr := rundiff.ReadDoc(rd) // read once: the fingerprint and the record
+			key, fp := strconv.Itoa(it.Index), itemFingerprint(it, rd, raw)
 			if done[key] == fp {
 				return nil
 			}
-			abs, _ := filepath.Abs(rd)
 			start := history.Start{Scenario: rundiff.ScenarioName(it.Scenario), ScenarioPath: it.Scenario, Testbed: orSim(it.Testbed),
-				NIC: it.Profile, Seed: it.Seed, ResultsDir: abs, Version: version.Get().String(), Time: now}
-			fin := history.Finish{Verdict: rundiff.VerdictError, ExitStatus: it.Exit, ResultsDir: abs, Metrics: rundiff.Metrics{}, Time: now}
-			if r, lerr := rundiff.LoadDir(rd); lerr == nil {
-				start.Scenario, start.NIC, start.Testbed = r.Scenario, r.NIC, r.Testbed
-				fin.Verdict, fin.ScenarioHash, fin.Metrics = r.Verdict, r.ScenarioHash, r.Metrics
+				NIC: it.Profile, Seed: it.Seed, Version: version.Get().String(), Time: now}
+			start.ResultsDir, _ = filepath.Abs(rd)
+			var r *rundiff.Run
+			if rerr == nil {
+				r, rerr = rundiff.FromDoc(rd, doc)
 			}
+			if rerr != nil {
+				doc = nil // no verdict to record: the item's error, with what it left
+			} else {
+				start.Scenario, start.NIC, start.Testbed = r.Scenario, r.NIC, r.Testbed
+			}
+			fin := finishRecord(rd, doc, it.Exit)
+			fin.Time = now
 			id, err := db.Begin(start)
 			if err == nil {
 				err = db.Complete(id, fin)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,5 +144,60 @@ func TestCampaignDeadlineAndNATSWorkers(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"campaign", file, "--fresh", "--retry", "--no-history"}, &out, &errb); code != exitBadArgs || !strings.Contains(errb.String(), "give one") {
 		t.Errorf("--fresh --retry: exit %d, %q", code, errb.String())
+	}
+}
+
+// A campaign's run is recorded in the history as lumina run records the same run (one builder,
+// finishRecord): the same scenario, hash, NICs, testbed, seed, verdict, exit status and metrics.
+func TestCampaignRecordsAsRunDoes(t *testing.T) {
+	dir := t.TempDir()
+	sc, err := filepath.Abs("../../examples/listing2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("name: rec\nscenarios: ["+sc+"]\nprofiles: [cx5]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hist := filepath.Join(dir, "h.db")
+	var out, errb bytes.Buffer
+	// Listing 2 is written for cx5: the campaign's cx5 item is the same test as the plain run.
+	if code := run([]string{"campaign", file, "--out", filepath.Join(dir, "c"), "-q", "--history", hist}, &out, &errb); code != 0 {
+		t.Fatalf("campaign: exit %d, want 0; stderr: %s", code, errb.String())
+	}
+	if code := run([]string{"run", sc, "--out", filepath.Join(dir, "r"), "-q", "--history", hist}, &out, &errb); code != 0 {
+		t.Fatalf("run: exit %d, want 0; stderr: %s", code, errb.String())
+	}
+	var hout bytes.Buffer
+	if code := run([]string{"history", "--history", hist, "--json"}, &hout, &errb); code != 0 {
+		t.Fatalf("history: exit %d: %s", code, errb.String())
+	}
+	var h struct {
+		Runs []struct {
+			ScenarioPath string          `json:"scenario_path"`
+			ExitStatus   *int            `json:"exit_status"`
+			Run          json.RawMessage `json:"run"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(hout.Bytes(), &h); err != nil || len(h.Runs) != 2 {
+		t.Fatalf("history --json: %d runs (%v), want 2\n%s", len(h.Runs), err, hout.String())
+	}
+	// The run's own fields but its label and directory, which name where each ran.
+	strip := func(raw json.RawMessage) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "label")
+		delete(m, "dir")
+		return m
+	}
+	r, c := h.Runs[0], h.Runs[1] // newest first: the run, then the campaign's
+	rm, cm := strip(r.Run), strip(c.Run)
+	if fmt.Sprint(rm) != fmt.Sprint(cm) || r.ExitStatus == nil || c.ExitStatus == nil || *r.ExitStatus != *c.ExitStatus || r.ScenarioPath != c.ScenarioPath {
+		t.Errorf("the campaign's record differs from lumina run's:\nrun      %v exit %v %s\ncampaign %v exit %v %s", rm, r.ExitStatus, r.ScenarioPath, cm, c.ExitStatus, c.ScenarioPath)
+	}
+	if m, _ := rm["metrics"].(map[string]any); len(m) < 10 || rm["verdict"] != "pass" || rm["nic"] != "cx5" {
+		t.Errorf("lumina run's record: %v; want a passed cx5 run with its metrics", rm)
 	}
 }

@@ -77,19 +77,34 @@ func (r *runRecord) finish(o *verdict.Outcome, partial string) {
 		return
 	}
 	defer r.db.Close()
-	f := history.Finish{Verdict: rundiff.VerdictError, ExitStatus: exitBadArgs, Time: time.Now(), Metrics: rundiff.Metrics{}}
-	if o != nil {
-		f.Verdict, f.ExitStatus, f.Metrics = o.Doc.Verdict, o.ExitCode(), rundiff.Extract(o.Doc)
-		f.ResultsDir, _ = filepath.Abs(o.Dir)
-		f.ScenarioHash, _ = rundiff.HashScenario(filepath.Join(o.Dir, resultsdir.FileScenario))
-	} else if partial != "" {
-		if _, err := os.Stat(partial); err == nil {
-			f.ResultsDir, _ = filepath.Abs(partial)
+	var f history.Finish
+	switch {
+	case o != nil:
+		f = finishRecord(o.Dir, o.Doc, o.ExitCode())
+	default:
+		if _, err := os.Stat(partial); partial == "" || err != nil {
+			partial = ""
 		}
+		f = finishRecord(partial, nil, exitBadArgs)
 	}
 	if err := r.db.Complete(r.id, f); err != nil {
 		fmt.Fprintf(r.stderr, "lumina: warning: %v\n", err)
 	}
+}
+
+// finishRecord is a run's outcome as the run history records it, for lumina run and each run of lumina
+// campaign alike: the verdict document doc of results directory dir and the run's exit status; doc nil when
+// the run reached no verdict (an error; dir is then what the run left, "" for nothing).
+func finishRecord(dir string, doc *verdict.Document, exit int) history.Finish {
+	f := history.Finish{Verdict: rundiff.VerdictError, ExitStatus: exit, Time: time.Now(), Metrics: rundiff.Metrics{}}
+	if dir != "" {
+		f.ResultsDir, _ = filepath.Abs(dir)
+	}
+	if doc != nil {
+		f.Verdict, f.Metrics = doc.Verdict, rundiff.Extract(doc)
+		f.ScenarioHash, _ = rundiff.HashScenario(filepath.Join(dir, resultsdir.FileScenario))
+	}
+	return f
 }
 
 func orSim(tb string) string {
