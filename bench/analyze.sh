@@ -15,6 +15,7 @@
 #                                   UPDATE_README=1 rewrites the README's analyze table with the figures)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 N=${N:-1000000}
 RUNS=${RUNS:-5}
 TSHARK_RUNS=${TSHARK_RUNS:-3}
@@ -43,34 +44,17 @@ echo "== Go benchmarks (one core)"
 go test ./roce -run '^$' -bench 'BenchmarkDecode$' | grep -E '^Benchmark'
 go test ./analyze/summary -run '^$' -bench 'Decode|StatsAdd' -benchtime 2000000x | grep -E '^Benchmark'
 
-# median X...: the median of the numbers.
-median() {
-	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
-
-# measure KEY PACKETS RUNS CMD...: runs CMD (output discarded) RUNS times and sets W_KEY (median wall s),
-# C_KEY (median user+sys s) and M_KEY (largest peak RSS, KB); prints a row.
+# measure KEY PACKETS RUNS CMD...: runs CMD (output discarded) RUNS times (bench/lib.sh; lumina exits 1 when a
+# check fails) and sets W_KEY (median wall s), C_KEY (median user+sys s) and M_KEY (largest peak RSS, KB);
+# prints a row.
 measure() {
 	local key=$1 pkts=$2 runs=$3
 	shift 3
-	local tf walls="" cpus="" rss=0
-	tf=$(mktemp)
-	for _ in $(seq "$runs"); do
-		local t0 t1
-		t0=$(date +%s%N)
-		/usr/bin/time -o "$tf" -f "%U %S %M" "$@" > /dev/null 2>&1 || true # lumina exits 1 when a check fails
-		t1=$(date +%s%N)
-		read -r u s m < <(tail -1 "$tf")
-		walls="$walls $(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')"
-		cpus="$cpus $(awk -v u="$u" -v s="$s" 'BEGIN { print u + s }')"
-		[ "$m" -gt "$rss" ] && rss=$m
-	done
-	rm -f "$tf"
-	printf -v "W_$key" '%s' "$(median $walls)"
-	printf -v "C_$key" '%s' "$(median $cpus)"
-	printf -v "M_$key" '%s' "$rss"
-	local wv=W_$key cv=C_$key
-	awk -v l="$key" -v w="${!wv}" -v c="${!cv}" -v n="$pkts" -v r="$rss" 'BEGIN {
+	BENCH_OK="0 1" bench_runs "$runs" "$@"
+	printf -v "W_$key" '%s' "$B_WALL"
+	printf -v "C_$key" '%s' "$B_CPU"
+	printf -v "M_$key" '%s' "$B_RSS_MAX"
+	awk -v l="$key" -v w="$B_WALL" -v c="$B_CPU" -v n="$pkts" -v r="$B_RSS_MAX" 'BEGIN {
 		printf "%-18s %7.3f s wall %7.3f s cpu %7.2f M packets/s %6.2f M packets/s per core %7.1f MB peak\n",
 			l, w, c, n / w / 1e6, n / c / 1e6, r / 1024 }'
 }
@@ -103,7 +87,7 @@ ratio_pairs() {
 		local wa=W_$a$i wb=W_$b$i
 		r="$r $(awk -v x="${!wa}" -v y="${!wb}" 'BEGIN { print y / x }')"
 	done
-	R_OUT=$(median $r)
+	R_OUT=$(bench_median $r)
 }
 join() { local IFS=$'\x1f'; echo "$*"; }
 PAIR_A=$(join "$BIN/lumina" analyze --json "$CAP") PAIR_B=$(join "$BIN/readcrc" -j 0 "$CAP")
@@ -114,7 +98,7 @@ if [ -z "${SKIP_TSHARK:-}" ] && command -v tshark > /dev/null; then
 	PAIR_B=$(join tshark -r "$CAP" -T fields -e infiniband.bth.psn)
 	ratio_pairs pt tshark "$TSHARK_RUNS"
 	R_TSHARK=$R_OUT
-	TS=$(median $(for i in $(seq "$TSHARK_RUNS"); do v=W_tshark$i; echo "${!v}"; done))
+	TS=$(bench_median $(for i in $(seq "$TSHARK_RUNS"); do v=W_tshark$i; echo "${!v}"; done))
 	M_tshark=$M_tshark1
 fi
 echo

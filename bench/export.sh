@@ -5,6 +5,7 @@
 # Usage: bench/export.sh            (N=1000000; set N=... to change)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 N=${N:-1000000}
 CAP=${CAP:-/tmp/lumina-bench-$N.pcap}
 SMALL=/tmp/lumina-bench-$((N / 10)).pcap
@@ -17,17 +18,14 @@ go build -o "$BIN" ./cmd/lumina
 [ -s "$SMALL" ] || go run ./bench/gencap -n $((N / 10)) -o "$SMALL"
 cat "$CAP" "$SMALL" > /dev/null # into the page cache
 
-# run LABEL PACKETS CMD...: wall time and peak RSS of CMD; sets WALL.
+# run LABEL PACKETS CMD...: wall time and peak RSS of one run of CMD (bench/lib.sh; lumina analyze exits 1
+# when a checker fails); sets WALL.
 run() {
 	local label=$1 n=$2
 	shift 2
-	local tf
-	tf=$(mktemp)
-	/usr/bin/time -o "$tf" -f "%e %M" "$@" > /dev/null 2>&1 || true # lumina analyze exits 1 when a checker fails
-	local rss
-	read -r WALL rss < <(tail -1 "$tf")
-	rm -f "$tf"
-	awk -v l="$label" -v w="$WALL" -v n="$n" -v r="$rss" \
+	BENCH_OK="0 1" bench_runs 1 "$@"
+	WALL=$B_WALL
+	awk -v l="$label" -v w="$WALL" -v n="$n" -v r="$B_RSS" \
 		'BEGIN { printf "%-28s %8.3f s  %10.0f packets/s  peak RSS %7d KB\n", l, w, n / w, r }'
 }
 

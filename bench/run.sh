@@ -7,7 +7,7 @@
 # Usage: bench/run.sh            (RUNS=... to change the number of runs; OUT=dir for the results, default a tmpdir)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TIMEFORMAT='%3R %3U %3S'
+. bench/lib.sh
 RUNS=${RUNS:-5}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -17,25 +17,13 @@ go build -o "$TMP/simonly" ./bench/simonly
 SC=bench/run/write-4qp.yaml
 sed 's/num-msgs-per-qp: 100/num-msgs-per-qp: 400/' "$SC" > "$TMP/write-4qp-x4.yaml"
 
-# measure LABEL CMD...: RUNS runs; sets WALL and RSS (KB) to the medians.
+# measure LABEL CMD...: RUNS runs (bench/lib.sh); sets WALL, CPU (s) and RSS (KB) to the medians.
 measure() {
 	local label=$1
 	shift
-	local walls=() rsss=() cpus=() i
-	for ((i = 0; i < RUNS; i++)); do
-		# bash's time to the millisecond (wall, user, sys of the command and its children), peak RSS from
-		# /usr/bin/time.
-		{ time /usr/bin/time -o "$TMP/t" -f "%M" "$@" > /dev/null 2> "$TMP/err"; } 2> "$TMP/bt" || { cat "$TMP/err" >&2; exit 1; }
-		read -r r < <(tail -1 "$TMP/t")
-		read -r w u s < <(tail -1 "$TMP/bt")
-		walls+=("$w")
-		rsss+=("$r")
-		cpus+=("$(awk -v u="$u" -v s="$s" 'BEGIN {print u + s}')")
-	done
-	CPU=$(printf '%s\n' "${cpus[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-	WALL=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-	RSS=$(printf '%s\n' "${rsss[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-	echo "  $label: walls ${walls[*]} s, cpu ${cpus[*]} s"
+	bench_runs "$RUNS" "$@"
+	WALL=$B_WALL CPU=$B_CPU RSS=$B_RSS
+	echo "  $label: walls ${B_WALLS[*]} s, cpu ${B_CPUS[*]} s"
 }
 
 PKTS=$("$TMP/simonly" "$SC" | awk '{print $1}')

@@ -11,12 +11,13 @@ step() { printf '\n== %s\n' "$*"; }
 # Debian packages the tests use: tshark (golden decoding tests compare every header field with it), ethtool
 # (the netns testbed turns checksum offloads off on its veths; the netns tests need it), openssh-server (the
 # remote testbed's tests run a real sshd in each host namespace), chromium (the HTML report's tests render it
-# in headless Chromium).
+# in headless Chromium), time (/usr/bin/time: the bench scripts' peak RSS, bench/lib.sh, tested in bench/).
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 [ -x /usr/sbin/ethtool ] || command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ -x /usr/bin/time ] || need+=(time)
 if [ ${#need[@]} -gt 0 ]; then
 	step "installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then
