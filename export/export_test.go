@@ -26,35 +26,15 @@ import (
 	"github.com/lumina-go/lumina/verdict"
 )
 
-// events is the paper's Listing 2 with a corruption added: drops (a NAK-triggered retransmission and a
-// timeout), an ECN mark that makes the responder send a CNP, and a corrupted packet (bad ICRC).
-const events = `
-seed: 7
-requester:
-  nic: {type: cx5, ip-list: [10.0.0.2/24, 10.0.0.12/24]}
-  roce-parameters: {dcqcn-rp-enable: false, dcqcn-np-enable: true, min-time-between-cnps: 0, adaptive-retrans: false}
-responder:
-  nic: {type: cx5, ip-list: [10.0.0.3/24]}
-  roce-parameters: {dcqcn-np-enable: true, min-time-between-cnps: 0}
-traffic:
-  num-connections: 2
-  rdma-verb: write
-  num-msgs-per-qp: 6
-  mtu: 1024
-  message-size: 10240
-  multi-gid: true
-  min-retransmit-timeout: 14
-  data-pkt-events:
-    - {qpn: 1, psn: 4, type: ecn, iter: 1}
-    - {qpn: 1, psn: 9, type: corrupt, iter: 1}
-    - {qpn: 2, psn: 5, type: drop, iter: 1}
-    - {qpn: 2, psn: 5, type: drop, iter: 2}
-`
+// eventsScenario is the events scenario this test shares with the Wireshark tests (testdata/events.yaml): drops
+// (a NAK-triggered retransmission, then a timeout), an ECN mark the responder answers with a CNP, and a
+// corrupted packet (bad ICRC).
+const eventsScenario = "../testdata/events.yaml"
 
 // runEvents runs the scenario on the simulator and judges it: a results directory with analysis.json.
 func runEvents(t *testing.T) (string, *verdict.Outcome) {
 	t.Helper()
-	sc, err := scenario.Parse([]byte(events), "events.yaml")
+	sc, err := scenario.Load(eventsScenario)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,30 +24,10 @@ import (
 	"github.com/lumina-go/lumina/trace"
 )
 
-// events drops (a NAK-triggered retransmission, then a timeout), ECN-marks a packet (the responder answers
-// with a CNP; the NAK makes another) and corrupts one: every metadata value and a CNP appear in the trace.
-const events = `
-seed: 7
-requester:
-  nic: {type: cx5, ip-list: [10.0.0.2/24, 10.0.0.12/24]}
-  roce-parameters: {dcqcn-rp-enable: false, dcqcn-np-enable: true, min-time-between-cnps: 0, adaptive-retrans: false}
-responder:
-  nic: {type: cx5, ip-list: [10.0.0.3/24]}
-  roce-parameters: {dcqcn-np-enable: true, min-time-between-cnps: 0}
-traffic:
-  num-connections: 2
-  rdma-verb: write
-  num-msgs-per-qp: 4
-  mtu: 1024
-  message-size: 10240
-  multi-gid: true
-  min-retransmit-timeout: 14
-  data-pkt-events:
-    - {qpn: 1, psn: 4, type: ecn, iter: 1}
-    - {qpn: 1, psn: 9, type: corrupt, iter: 1}
-    - {qpn: 2, psn: 5, type: drop, iter: 1}
-    - {qpn: 2, psn: 5, type: drop, iter: 2}
-`
+// eventsScenario is the events scenario this test shares with the export tests (testdata/events.yaml): drops
+// (a NAK-triggered retransmission, then a timeout), an ECN mark the responder answers with a CNP, and a
+// corrupted packet (bad ICRC).
+const eventsScenario = "../testdata/events.yaml"
 
 var fields = []string{"frame.number", "lumina.event", "lumina.event_code", "lumina.seq", "lumina.ts_ns",
 	"lumina.source", "lumina.iter", "lumina.qp", "lumina.cnp", "lumina.cnp.fecn", "lumina.cnp.becn",
@@ -227,7 +207,7 @@ func compare(t *testing.T, path string, meta string) (events map[string]int, cnp
 
 func runEvents(t *testing.T) string {
 	t.Helper()
-	sc, err := scenario.Parse([]byte(events), "events.yaml")
+	sc, err := scenario.Load(eventsScenario)
 	if err != nil {
 		t.Fatal(err)
 	}
