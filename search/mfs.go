@@ -10,12 +10,14 @@ import (
 
 // MFS is a minimal feature set (Collie §5.2): the conditions on each dimension an anomaly needs, found one
 // factor at a time. A dimension the anomaly does not depend on is absent. Keys are the workload's JSON
-// dimension names, plus msg_mix for anomalies that need a mixture of small and large requests.
+// dimension names, plus msg_min and msg_max, the conditions on the smallest and the largest request (as Collie's
+// anomalies are written: a mixture of small and large requests is a msg_min whose High is below msg_max's Low).
 type MFS map[string]Cond
 
 // Cond is one dimension's condition. Range dimensions (num_qps, wqe_batch, sge, wq_depth, num_mrs, mr_size)
-// hold [Low, High]; msg_sizes [Low, High] bounds every request size; msg_mix [Low, High] requires at least one
-// request of at most Low bytes and one of at least High bytes; mtu lists Ints; qp_type, opcode, direction,
+// hold [Low, High]; msg_sizes [Low, High] bounds every request size; msg_min [Low, High] the smallest request,
+// msg_max [Low, High] the largest; msg_mix [Low, High] (written by earlier builds, still read) requires at least
+// one request of at most Low bytes and one of at least High bytes; mtu lists Ints; qp_type, opcode, direction,
 // memory and events (event types present) list Values.
 type Cond struct {
 	Low, High int
@@ -33,7 +35,7 @@ const (
 
 func dimKind(name string) (condKind, bool) {
 	switch name {
-	case "num_qps", "wqe_batch", "sge", "wq_depth", "num_mrs", "mr_size", "msg_sizes", "msg_mix":
+	case "num_qps", "wqe_batch", "sge", "wq_depth", "num_mrs", "mr_size", "msg_sizes", "msg_min", "msg_max", "msg_mix":
 		return kindRange, true
 	case "mtu":
 		return kindInts, true
@@ -45,7 +47,7 @@ func dimKind(name string) (condKind, bool) {
 
 // mfsDims is the order dimensions are probed and printed in.
 var mfsDims = []string{"qp_type", "opcode", "num_qps", "mtu", "wqe_batch", "sge", "wq_depth", "num_mrs",
-	"mr_size", "msg_sizes", "msg_mix", "direction", "memory", "events"}
+	"mr_size", "msg_sizes", "msg_min", "msg_max", "msg_mix", "direction", "memory", "events"}
 
 // Match reports whether w lies inside the feature set: every condition holds.
 func (m MFS) Match(w Workload) bool {
@@ -78,6 +80,10 @@ func (c Cond) holds(dim string, w Workload) bool {
 		return false
 	case "msg_sizes":
 		return len(w.MsgSizes) > 0 && slices.Min(w.MsgSizes) >= c.Low && slices.Max(w.MsgSizes) <= c.High
+	case "msg_min":
+		return len(w.MsgSizes) > 0 && slices.Min(w.MsgSizes) >= c.Low && slices.Min(w.MsgSizes) <= c.High
+	case "msg_max":
+		return len(w.MsgSizes) > 0 && slices.Max(w.MsgSizes) >= c.Low && slices.Max(w.MsgSizes) <= c.High
 	case "msg_mix":
 		return len(w.MsgSizes) > 0 && slices.Min(w.MsgSizes) <= c.Low && slices.Max(w.MsgSizes) >= c.High
 	}
@@ -409,10 +415,17 @@ func (f *mfsFinder) messages() error {
 		if !(aEdge && dEdge) {
 			m["msg_sizes"] = Cond{Low: a, High: d}
 		}
-		// A mixture is needed when the smallest request may not grow as far as the largest may (b < d), or
-		// the largest may not shrink as far as the smallest may (c > a).
-		if (b < d && !bEdge) || (c > a && !cEdge) {
-			m["msg_mix"] = Cond{Low: min(b, d), High: max(c, a)}
+		// The smallest request must stay small when it may not grow as far as the largest may (b < d); the
+		// largest must stay large when it may not shrink as far as the smallest may (c > a). Each is a condition
+		// of its own, on one end of the vector: a single one is no mixture (some request <= b, or some >= c),
+		// and neither are both when they overlap (b >= c: one request between c and b meets both). A mixture
+		// is the case b < c. (One msg_mix [min(b, d), max(c, a)] for all these read Low >= High in all but
+		// the last: "(<= 128K & >= 32K)" for an anomaly that needs one request of 32 KB or more.)
+		if b < d && !bEdge {
+			m["msg_min"] = Cond{Low: a, High: b}
+		}
+		if c > a && !cEdge {
+			m["msg_max"] = Cond{Low: c, High: d}
 		}
 	}
 	return nil
@@ -573,18 +586,18 @@ func simplifyIf(sp *Space, p Workload, m MFS, keep func(Workload) bool) Workload
 		try(func(w *Workload) { *d.ptr(w) = want })
 	}
 	// Requests: a single uniform size when no mixture is needed, the nearest allowed to the ordinary 64 KB;
-	// else one large and one small request at the mixture's bounds.
-	if mix, ok := m["msg_mix"]; ok {
-		try(func(w *Workload) { w.MsgSizes = []int{mix.High, mix.Low} })
-	} else {
-		want := o.MsgSizes[0]
-		if c, ok := m["msg_sizes"]; ok {
-			want = min(max(want, c.Low), c.High)
-		}
-		try(func(w *Workload) { w.MsgSizes = []int{want} })
+	// else one large and one small request, each the nearest allowed to it.
+	small, large := msgBounds(sp, m)
+	want := o.MsgSizes[0]
+	if lo, hi := max(small[0], large[0]), min(small[1], large[1]); lo <= hi {
+		try(func(w *Workload) { w.MsgSizes = []int{min(max(want, lo), hi)} })
 		if len(q.MsgSizes) > 1 {
 			try(func(w *Workload) { w.MsgSizes = []int{slices.Max(w.MsgSizes)} })
 		}
+	} else {
+		try(func(w *Workload) {
+			w.MsgSizes = []int{min(max(want, large[0]), large[1]), min(max(want, small[0]), small[1])}
+		})
 	}
 	if _, ok := m["events"]; !ok {
 		try(func(w *Workload) { w.Events = nil })
@@ -598,6 +611,25 @@ func simplifyIf(sp *Space, p Workload, m MFS, keep func(Workload) bool) Workload
 		try(func(w *Workload) { *d.ptr(w) = want })
 	}
 	return q
+}
+
+// msgBounds are the ranges an MFS allows the smallest and the largest request of the vector, [Low, High] each.
+func msgBounds(sp *Space, m MFS) (small, large [2]int) {
+	small = [2]int{sp.MsgSize.Min, sp.MsgSize.Max}
+	large = small
+	if c, ok := m["msg_sizes"]; ok {
+		small[0], large[1] = max(small[0], c.Low), min(large[1], c.High)
+	}
+	if c, ok := m["msg_min"]; ok {
+		small = [2]int{max(small[0], c.Low), min(small[1], c.High)}
+	}
+	if c, ok := m["msg_max"]; ok {
+		large = [2]int{max(large[0], c.Low), min(large[1], c.High)}
+	}
+	if c, ok := m["msg_mix"]; ok {
+		small[1], large[0] = min(small[1], c.Low), max(large[0], c.High)
+	}
+	return small, large
 }
 
 // reduce is the greedy pass of delta debugging: it moves p toward the ordinary workload one dimension at a

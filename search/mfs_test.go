@@ -57,7 +57,7 @@ func TestMFSRecoversPlantedConditions(t *testing.T) {
 		}, LowThroughput, `{"msg_sizes":[32,1024],"num_qps":[512,20000],"opcode":["write"],"qp_type":["rc"],"wq_depth":[1,16]}`},
 		{"bi-sge-mix", func(w *Workload) {
 			w.Direction, w.SGE, w.MsgSizes = "bi", 3, []int{65536, 128, 128, 128}
-		}, Pause, `{"direction":["bi"],"msg_mix":[1024,65536],"sge":[3,4]}`},
+		}, Pause, `{"direction":["bi"],"msg_max":[65536,131072],"msg_min":[32,1024],"sge":[3,4]}`},
 		{"write-many-mrs", func(w *Workload) {
 			w.NumMRs, w.MsgSizes = 10000, []int{512}
 		}, LowThroughput, `{"msg_sizes":[32,1024],"num_mrs":[8192,200000],"opcode":["write"],"qp_type":["rc"],"wqe_batch":[1,1]}`},
@@ -238,4 +238,87 @@ func oneFactorNeighbours(sp *Space, p Workload) []Workload {
 		with(func(w *Workload) { w.MsgSizes = []int{x, sp.MsgSize.Max} })
 	}
 	return out
+}
+
+// The message conditions of an MFS say what the anomaly needs of the smallest and of the largest request, each a
+// range with Low <= High, and match exactly the planted region on every vector of one to three grid sizes: one
+// small request, one large, both (a mixture), or both overlapping (one request between them meets both). The
+// reproducer has one request unless the anomaly needs a mixture. A single msg_mix of [min(b, d), max(c, a)]
+// read Low >= High in all but the mixture: "(<= 128K & >= 32K)" for one request of 32 KB or more.
+func TestMFSMessageConditions(t *testing.T) {
+	sp := DefaultSpace()
+	grid := sp.MsgSize.grid(sp.MsgSize.Min)
+	minOf, maxOf := func(w Workload) int { return slices.Min(w.MsgSizes) }, func(w Workload) int { return slices.Max(w.MsgSizes) }
+	cases := []struct {
+		name    string
+		in      func(w Workload) bool
+		start   []int
+		want    string
+		mixture bool
+	}{
+		{"one request >= 32K", func(w Workload) bool { return maxOf(w) >= 32768 }, []int{1024, 65536},
+			`{"msg_max":[32768,131072]}`, false},
+		{"one request <= 1K", func(w Workload) bool { return minOf(w) <= 1024 }, []int{512, 131072},
+			`{"msg_min":[32,1024]}`, false},
+		{"overlapping: one <= 8K and one >= 4K", func(w Workload) bool { return minOf(w) <= 8192 && maxOf(w) >= 4096 }, []int{128, 128, 65536},
+			`{"msg_max":[4096,131072],"msg_min":[32,8192]}`, false},
+		{"mixture: one <= 1K and one >= 64K", func(w Workload) bool { return minOf(w) <= 1024 && maxOf(w) >= 65536 }, []int{1024, 65536},
+			`{"msg_max":[65536,131072],"msg_min":[32,1024]}`, true},
+		{"all >= 2K and one >= 64K", func(w Workload) bool { return minOf(w) >= 2048 && maxOf(w) >= 65536 }, []int{2048, 65536},
+			`{"msg_max":[65536,131072],"msg_sizes":[2048,131072]}`, false},
+		{"32K <= largest <= 64K", func(w Workload) bool { return maxOf(w) >= 32768 && maxOf(w) <= 65536 }, []int{1024, 65536},
+			`{"msg_max":[32768,65536],"msg_sizes":[32,65536]}`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := OrdinaryWorkload()
+			p.MsgSizes = tc.start
+			probe := func(ws []Workload) ([]Symptom, error) {
+				out := make([]Symptom, len(ws))
+				for i, w := range ws {
+					if tc.in(w) {
+						out[i] = Pause
+					}
+				}
+				return out, nil
+			}
+			m, err := findMFS(&sp, p, Pause, probe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := mustJSON(t, m); got != tc.want {
+				t.Errorf("MFS %s, want %s", got, tc.want)
+			}
+			for dim, c := range m {
+				if k, _ := dimKind(dim); k == kindRange && c.Low > c.High {
+					t.Errorf("%s: Low %d > High %d", dim, c.Low, c.High)
+				}
+			}
+			if c, ok := m["msg_mix"]; ok && c.Low >= c.High {
+				t.Errorf("msg_mix Low %d >= High %d: not a mixture", c.Low, c.High)
+			}
+			// Exact on every vector of one to three grid sizes (the other dimensions at p's values).
+			var vecs [][]int
+			for _, x := range grid {
+				vecs = append(vecs, []int{x})
+				for _, y := range grid {
+					vecs = append(vecs, []int{x, y})
+					for _, z := range []int{grid[0], 4096, grid[len(grid)-1]} {
+						vecs = append(vecs, []int{x, y, z})
+					}
+				}
+			}
+			for _, v := range vecs {
+				q := clone(p)
+				q.MsgSizes = v
+				if sp.Validate(q) == nil && m.Match(q) != tc.in(q) {
+					t.Errorf("%v: the MFS says %v, the region %v", v, m.Match(q), tc.in(q))
+				}
+			}
+			r := simplify(&sp, p, m)
+			if !tc.in(r) || len(r.MsgSizes) != map[bool]int{false: 1, true: 2}[tc.mixture] {
+				t.Errorf("reproducer requests %v: want %s inside the region", r.MsgSizes, map[bool]string{false: "one request", true: "a small and a large request"}[tc.mixture])
+			}
+		})
+	}
 }
