@@ -18,6 +18,7 @@ import (
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
+	"github.com/lumina-go/lumina/internal/tracetest"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
@@ -379,48 +380,13 @@ func TestExportPlainCapture(t *testing.T) {
 // dumps cut data packets after their headers) gets a damaged ICRC; its index is returned.
 func writePlain(t *testing.T, src, dst string) (corrupted int) {
 	t.Helper()
-	in, err := trace.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	f, err := os.Create(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pkt roce.Packet
 	corrupted = -1
-	for {
-		p, err := in.Next()
-		if err != nil {
-			break
+	tracetest.Rewrite(t, src, dst, func(_ int, p *trace.Packet, d []byte) {
+		if pkt, ok := tracetest.Plain(d, p.OrigLen); ok && !pkt.Truncated && corrupted < 0 {
+			d[len(d)-1] ^= 0xff // the ICRC's last byte
+			corrupted = p.Index
 		}
-		d := append([]byte(nil), p.Data...)
-		if pkt.Decode(d, p.OrigLen) && !pkt.IPv6 {
-			copy(d[0:6], []byte{2, 0, 0, 0, 0, 1})
-			copy(d[6:12], []byte{2, 0, 0, 0, 0, 2})
-			d[pkt.L3Offset+8] = 64
-			ihl := pkt.IPHdrLen
-			d[pkt.L3Offset+10], d[pkt.L3Offset+11] = 0, 0
-			cs := roce.IPv4Checksum(d[pkt.L3Offset : pkt.L3Offset+ihl])
-			d[pkt.L3Offset+10], d[pkt.L3Offset+11] = byte(cs>>8), byte(cs)
-			if !pkt.Truncated && corrupted < 0 {
-				d[len(d)-1] ^= 0xff // the ICRC's last byte
-				corrupted = p.Index
-			}
-		}
-		if err := w.WritePacket(p.Timestamp, d, p.OrigLen); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	return corrupted
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lumina-go/lumina/analyze"
 	"github.com/lumina-go/lumina/analyze/summary"
+	"github.com/lumina-go/lumina/internal/tracetest"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/scenario"
@@ -277,47 +278,18 @@ func TestDissectorPlainAndRewritten(t *testing.T) {
 // switch's RSS rewrite of the UDP ports (rss).
 func rewrite(t *testing.T, src, dst string, rss bool) {
 	t.Helper()
-	in, err := trace.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	f, err := os.Create(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pkt roce.Packet
-	for i := 0; ; i++ {
-		p, err := in.Next()
-		if err != nil {
-			break
+	tracetest.Rewrite(t, src, dst, func(i int, p *trace.Packet, d []byte) {
+		if !rss {
+			tracetest.Plain(d, p.OrigLen)
+			return
 		}
-		d := append([]byte(nil), p.Data...)
+		var pkt roce.Packet
 		if pkt.Decode(d, p.OrigLen) && !pkt.IPv6 {
-			if rss {
-				if err := roce.RewriteRSS(d, scenario.DefaultRewriteUDPDstPort, uint16(40000+i)); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				copy(d[0:12], []byte{2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2})
-				l3 := pkt.L3Offset
-				d[l3+8] = 64
-				d[l3+10], d[l3+11] = 0, 0
-				binary.BigEndian.PutUint16(d[l3+10:], roce.IPv4Checksum(d[l3:l3+pkt.IPHdrLen]))
+			if err := roce.RewriteRSS(d, scenario.DefaultRewriteUDPDstPort, uint16(40000+i)); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if err := w.WritePacket(p.Timestamp, d, p.OrigLen); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // Install writes the embedded script, changes nothing when run again, and replaces an older copy whole.

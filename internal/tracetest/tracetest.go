@@ -1,0 +1,62 @@
+// Package tracetest is test support for the packages that read captures (export, wireshark): a Lumina trace
+// rewritten as another capture would be, with the rewrite each test needs. Only tests import it.
+package tracetest
+
+import (
+	"encoding/binary"
+	"os"
+	"testing"
+
+	"github.com/lumina-go/lumina/roce"
+	"github.com/lumina-go/lumina/trace"
+)
+
+// Rewrite copies the capture src into dst, a pcap with nanosecond timestamps and no comments, each packet's
+// bytes (a copy, d) passed through edit first; i counts the packets from 0.
+func Rewrite(t testing.TB, src, dst string, edit func(i int, p *trace.Packet, d []byte)) {
+	t.Helper()
+	in, err := trace.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	f, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		p, err := in.Next()
+		if err != nil {
+			break
+		}
+		d := append([]byte(nil), p.Data...)
+		edit(i, p, d)
+		if err := w.WritePacket(p.Timestamp, d, p.OrigLen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Plain makes a mirrored IPv4 RoCE frame what tcpdump on a host captures: ordinary MAC addresses
+// (02:00:00:00:00:01 to 02:00:00:00:00:02 for every frame) and a real TTL (64) in place of the event, the IPv4
+// header checksum made right again. It returns the frame decoded and whether it was rewritten (not an IPv4
+// RoCE frame: left as it is).
+func Plain(d []byte, origLen int) (pkt roce.Packet, ok bool) {
+	if !pkt.Decode(d, origLen) || pkt.IPv6 {
+		return pkt, false
+	}
+	copy(d[0:12], []byte{2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2})
+	l3 := pkt.L3Offset
+	d[l3+8] = 64
+	d[l3+10], d[l3+11] = 0, 0
+	binary.BigEndian.PutUint16(d[l3+10:], roce.IPv4Checksum(d[l3:l3+pkt.IPHdrLen]))
+	return pkt, true
+}
