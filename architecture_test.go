@@ -51,9 +51,11 @@ var allowed = map[string][]string{
 	"internal/progress": {},
 	"export":            {"roce", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "version"},
 	"wireshark":         {},
-	"htmlreport":        {"roce", "scenario", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "rundiff", "version"},
+	"htmlreport":        {"roce", "scenario", "trace", "analyze", "analyze/summary", "verdict", "resultsdir", "rundiff", "campaign/suite", "version"},
 	"queue":             {},
-	"campaign":          {"queue", "resultsdir", "rnic", "rundiff", "scenario", "search", "testbed", "verdict", "version"},
+	"campaign":          {"queue", "resultsdir", "rnic", "rundiff", "scenario", "search", "testbed", "verdict", "campaign/suite", "version"},
+
+	"campaign/suite": {"version"},
 
 	// Test support, imported by tests only.
 	"internal/tracetest": {"roce", "trace"},

@@ -22,13 +22,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lumina-go/lumina/campaign/suite"
 	"github.com/lumina-go/lumina/queue"
 	"github.com/lumina-go/lumina/version"
 )
 
 // Files of a campaign directory.
 const (
-	FileSummaryJSON = "summary.json"
+	FileSummaryJSON = suite.File
 	FileSummaryText = "summary.txt"
 	FileNATSURL     = "nats.url" // the embedded server's address while the coordinator runs
 	DirNATS         = "nats"     // the embedded server's JetStream store
@@ -116,30 +117,11 @@ func (s *Session) Close() {
 	}
 }
 
-// ItemSummary is one run of the suite in the summary.
-type ItemSummary struct {
-	Index    int                `json:"index"`
-	ID       string             `json:"id"`
-	Scenario string             `json:"scenario"`
-	Profile  string             `json:"profile,omitempty"`
-	Testbed  string             `json:"testbed,omitempty"`
-	Seed     uint64             `json:"seed"`
-	Verdict  string             `json:"verdict"` // pass | fail | invalid | error | timeout | lost
-	Exit     int                `json:"exit_status"`
-	Reason   string             `json:"reason,omitempty"`
-	Metrics  map[string]float64 `json:"metrics,omitempty"`
-	Results  string             `json:"results,omitempty"`
-}
+// ItemSummary is one run of the suite in the summary (package suite: the HTML report reads it too).
+type ItemSummary = suite.Item
 
-// Summary is summary.json: the suite's items in matrix order, the count per verdict and the campaign's exit
-// status (2 if an item could not run, else 3 if one was invalid, else 1 if one failed, else 0).
-type Summary struct {
-	Campaign string         `json:"campaign"`
-	File     string         `json:"file"`
-	Items    []ItemSummary  `json:"items"`
-	Totals   map[string]int `json:"totals"`
-	Exit     int            `json:"exit_status"`
-}
+// Summary is summary.json (package suite).
+type Summary = suite.Summary
 
 // RunOptions are how a campaign runs.
 type RunOptions struct {
@@ -481,20 +463,7 @@ func short(v float64) string {
 }
 
 // LoadSummary reads a campaign directory's summary.json.
-func LoadSummary(dir string) (*Summary, error) {
-	b, err := os.ReadFile(filepath.Join(dir, FileSummaryJSON))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := version.CheckSchema(b); err != nil {
-		return nil, err
-	}
-	var s Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", FileSummaryJSON, err)
-	}
-	return &s, nil
-}
+func LoadSummary(dir string) (*Summary, error) { return suite.Load(dir) }
 
 // ForEachRun calls fn with every item of a finished campaign whose results directory is on this machine, with
 // that directory's path: the seam for recording a suite in the run history (another package's job). Where an

@@ -1,9 +1,14 @@
 package htmlreport
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/lumina-go/lumina/campaign"
 )
 
 // A campaign directory (lumina campaign's summary.json beside items/) is a suite page: every item with its
@@ -47,5 +52,35 @@ func TestSuiteBadInput(t *testing.T) {
 	}
 	if isCampaignDir(other) {
 		t.Error("a summary.json without campaign and items taken for a campaign's")
+	}
+}
+
+// The page reads summary.json as the campaign writes it: every field of every item, through one definition
+// (package suite).
+func TestSuiteReadsWhatTheCampaignWrites(t *testing.T) {
+	dir := t.TempDir()
+	want := &campaign.Summary{Campaign: "c", File: "c.yaml", Totals: map[string]int{"pass": 1, "error": 1}, Exit: 2,
+		Items: []campaign.ItemSummary{
+			{Index: 0, ID: "listing2/cx5/seed-7", Scenario: "/s/listing2.yaml", Profile: "cx5", Seed: 7, Verdict: "pass",
+				Metrics: map[string]float64{"packets": 254}, Results: "items/0000"},
+			{Index: 1, ID: "x/lab1/seed-1", Scenario: "/s/x.yaml", Testbed: "lab1", Seed: 1, Verdict: "error", Exit: 2,
+				Reason: "no such host", Results: "lab1:/r/0001"},
+		}}
+	if err := campaign.WriteSummary(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadSuite(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&p.Suite.Summary, want) {
+		t.Errorf("the page's suite %+v; the campaign wrote %+v", p.Suite.Summary, *want)
+	}
+	// A summary a newer lumina wrote is refused, as the campaign refuses it.
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), []byte(`{"schema_version": 999, "campaign": "c", "items": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSuite(dir); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "schema_version 999") {
+		t.Errorf("a newer summary: %v; want bad input naming its schema version", err)
 	}
 }
