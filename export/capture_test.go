@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/internal/tracetest"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/roce"
 	"github.com/lumina-go/lumina/trace"
@@ -19,32 +20,10 @@ import (
 // edit.
 func copyTrace(t *testing.T, src, dst string, n int, edit func(string) string) {
 	t.Helper()
-	in, err := trace.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	f, err := os.Create(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, err := trace.NewPcapngWriter(f, trace.PcapngWriterOptions{Interfaces: []trace.InterfaceSpec{{LinkType: trace.LinkTypeEthernet, SnapLen: 65535}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; n < 0 || i < n; i++ {
-		p, err := in.Next()
-		if err != nil {
-			break
-		}
-		if err := w.WritePacket(0, p.Timestamp, p.Data, p.OrigLen, edit(p.Comment)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	tracetest.Rewrite(t, src, dst, tracetest.Pcapng, func(i int, p *trace.Packet) bool {
+		p.Comment = edit(p.Comment)
+		return n < 0 || i < n
+	})
 }
 
 // joinable checks that every conn of the packet and retransmission tables has a row in the connections table,

@@ -381,11 +381,12 @@ func TestExportPlainCapture(t *testing.T) {
 func writePlain(t *testing.T, src, dst string) (corrupted int) {
 	t.Helper()
 	corrupted = -1
-	tracetest.Rewrite(t, src, dst, func(_ int, p *trace.Packet, d []byte) {
-		if pkt, ok := tracetest.Plain(d, p.OrigLen); ok && !pkt.Truncated && corrupted < 0 {
-			d[len(d)-1] ^= 0xff // the ICRC's last byte
+	tracetest.Rewrite(t, src, dst, tracetest.Pcap, func(_ int, p *trace.Packet) bool {
+		if pkt, ok := tracetest.Plain(p.Data, p.OrigLen); ok && !pkt.Truncated && corrupted < 0 {
+			p.Data[len(p.Data)-1] ^= 0xff // the ICRC's last byte
 			corrupted = p.Index
 		}
+		return true
 	})
 	return corrupted
 }

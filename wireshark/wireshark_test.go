@@ -278,17 +278,18 @@ func TestDissectorPlainAndRewritten(t *testing.T) {
 // switch's RSS rewrite of the UDP ports (rss).
 func rewrite(t *testing.T, src, dst string, rss bool) {
 	t.Helper()
-	tracetest.Rewrite(t, src, dst, func(i int, p *trace.Packet, d []byte) {
+	tracetest.Rewrite(t, src, dst, tracetest.Pcap, func(i int, p *trace.Packet) bool {
 		if !rss {
-			tracetest.Plain(d, p.OrigLen)
-			return
+			tracetest.Plain(p.Data, p.OrigLen)
+			return true
 		}
 		var pkt roce.Packet
-		if pkt.Decode(d, p.OrigLen) && !pkt.IPv6 {
-			if err := roce.RewriteRSS(d, scenario.DefaultRewriteUDPDstPort, uint16(40000+i)); err != nil {
+		if pkt.Decode(p.Data, p.OrigLen) && !pkt.IPv6 {
+			if err := roce.RewriteRSS(p.Data, scenario.DefaultRewriteUDPDstPort, uint16(40000+i)); err != nil {
 				t.Fatal(err)
 			}
 		}
+		return true
 	})
 }
 

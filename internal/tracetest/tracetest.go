@@ -11,9 +11,20 @@ import (
 	"github.com/lumina-go/lumina/trace"
 )
 
-// Rewrite copies the capture src into dst, a pcap with nanosecond timestamps and no comments, each packet's
-// bytes (a copy, d) passed through edit first; i counts the packets from 0.
-func Rewrite(t testing.TB, src, dst string, edit func(i int, p *trace.Packet, d []byte)) {
+// Format is the kind of file Rewrite writes.
+type Format int
+
+const (
+	// Pcap: nanosecond timestamps, no comments (what tcpdump on a host writes).
+	Pcap Format = iota
+	// Pcapng: one Ethernet interface, each packet's comment kept (as the trace is).
+	Pcapng
+)
+
+// Rewrite copies the capture src into dst, each packet passed through edit first: its Data a copy that edit
+// may change in place, its Comment replaceable; i counts the packets from 0. edit returns false to stop: the
+// packets before that one are the copy.
+func Rewrite(t testing.TB, src, dst string, format Format, edit func(i int, p *trace.Packet) bool) {
 	t.Helper()
 	in, err := trace.Open(src)
 	if err != nil {
@@ -25,22 +36,38 @@ func Rewrite(t testing.TB, src, dst string, edit func(i int, p *trace.Packet, d 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
-	if err != nil {
-		t.Fatal(err)
+	var write func(p *trace.Packet) error
+	var closeW func() error
+	switch format {
+	case Pcapng:
+		w, err := trace.NewPcapngWriter(f, trace.PcapngWriterOptions{Interfaces: []trace.InterfaceSpec{{LinkType: trace.LinkTypeEthernet, SnapLen: 65535}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		write = func(p *trace.Packet) error { return w.WritePacket(0, p.Timestamp, p.Data, p.OrigLen, p.Comment) }
+		closeW = w.Close
+	default:
+		w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		write = func(p *trace.Packet) error { return w.WritePacket(p.Timestamp, p.Data, p.OrigLen) }
+		closeW = w.Close
 	}
 	for i := 0; ; i++ {
 		p, err := in.Next()
 		if err != nil {
 			break
 		}
-		d := append([]byte(nil), p.Data...)
-		edit(i, p, d)
-		if err := w.WritePacket(p.Timestamp, d, p.OrigLen); err != nil {
+		p.Data = append([]byte(nil), p.Data...)
+		if !edit(i, p) {
+			break
+		}
+		if err := write(p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Close(); err != nil {
+	if err := closeW(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,14 +14,15 @@ func TestRewritePlain(t *testing.T) {
 	src := filepath.Join("..", "..", "testdata", "real-captures", "hexvec_cx4lx_cnp_from_scapy_test.pcap")
 	dst := filepath.Join(t.TempDir(), "plain.pcap")
 	n, rewritten := 0, 0
-	Rewrite(t, src, dst, func(i int, p *trace.Packet, d []byte) {
+	Rewrite(t, src, dst, Pcap, func(i int, p *trace.Packet) bool {
 		if i != n {
 			t.Errorf("packet %d counted as %d", n, i)
 		}
 		n++
-		if _, ok := Plain(d, p.OrigLen); ok {
+		if _, ok := Plain(p.Data, p.OrigLen); ok {
 			rewritten++
 		}
+		return true
 	})
 	if rewritten == 0 {
 		t.Fatalf("no IPv4 RoCE frame among %d packets of %s: the test reads nothing", n, src)
@@ -54,5 +55,31 @@ func TestRewritePlain(t *testing.T) {
 		if b.Data[0] != 2 || b.Data[5] != 1 || b.Data[11] != 2 || l3[8] != 64 || sum != stored {
 			t.Errorf("packet %d: MACs % x, TTL %d, header checksum %#x (computed %#x); want 02:..:01, 02:..:02, 64, a right checksum", i, b.Data[:12], l3[8], stored, sum)
 		}
+	}
+}
+
+// A pcapng copy keeps the comments edit leaves and stops where edit says.
+func TestRewritePcapngStops(t *testing.T) {
+	src := filepath.Join("..", "..", "testdata", "real-captures", "magnate3_cx_nvmeof_rdma_discover.pcap")
+	dst := filepath.Join(t.TempDir(), "first.pcapng")
+	Rewrite(t, src, dst, Pcapng, func(i int, p *trace.Packet) bool {
+		p.Comment = "n=" + string(rune('a'+i))
+		return i < 2
+	})
+	out, err := trace.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	var got []string
+	for {
+		p, err := out.Next()
+		if err != nil {
+			break
+		}
+		got = append(got, p.Comment)
+	}
+	if len(got) != 2 || got[0] != "n=a" || got[1] != "n=b" {
+		t.Errorf("comments %q; want the first two packets, n=a and n=b", got)
 	}
 }
