@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,6 +63,10 @@ type simStream struct {
 	nextSeq  uint64
 	clock    trace.Unwrap48
 	comment  []byte
+	// consumer hears the trace's bytes once they are in the file (Options.Trace); head keeps the bytes written
+	// before it is set (the header).
+	consumer TraceConsumer
+	head     []byte
 }
 
 func newSimStream(dir string, dumps []*dumper, snap int, port uint16, base int,
@@ -138,6 +143,7 @@ func (st *simStream) finish() error {
 	if cerr := st.traceF.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("writing trace: %w", cerr)
 	}
+	st.endConsumer(err)
 	return err
 }
 
@@ -146,7 +152,10 @@ func (st *simStream) abandon() {
 	close(st.work)
 	<-st.done
 	st.traceF.Close()
+	st.endConsumer(errAbandoned)
 }
+
+var errAbandoned = errors.New("the run failed: its trace is not complete")
 
 func (st *simStream) writer() {
 	defer close(st.done)
@@ -211,9 +220,31 @@ func (st *simStream) writeTrace() {
 	dumpWrites.Lock()
 	_, err := st.traceF.Write(st.traceOut.b)
 	dumpWrites.Unlock()
-	st.traceOut.b = st.traceOut.b[:0]
 	if err != nil {
 		st.traceE = fmt.Errorf("writing trace: %w", err)
+		return
+	}
+	if st.consumer != nil {
+		st.consumer.Write(st.traceOut.b)
+	} else {
+		st.head = append(st.head, st.traceOut.b...)
+	}
+	st.traceOut.b = st.traceOut.b[:0]
+}
+
+// setConsumer starts the trace's consumer on the simulation's goroutine before the first mirrored frame (the
+// writer goroutine, which calls it next, receives a batch after this).
+func (st *simStream) setConsumer(c TraceConsumer) {
+	st.consumer = c
+	c.Write(st.head)
+	st.head = nil
+}
+
+// endConsumer tells the consumer, if any, that the trace is complete (err nil) or never will be.
+func (st *simStream) endConsumer(err error) {
+	if st.consumer != nil {
+		st.consumer.End(err)
+		st.consumer = nil
 	}
 }
 
