@@ -421,7 +421,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		defer f.Close()
 		// The writer's own buffer goes straight to the file, flushed only between records (below).
-		w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
+		w, err := trace.NewPcapWriter(&writeback{f: f}, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
 		if err != nil {
 			return nil, err
 		}
@@ -481,14 +481,14 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		for i := range dumps {
 			paths = append(paths, filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
 		}
-		opts.flushes.Go(func() {
-			for _, p := range paths {
+		for _, p := range paths { // each file on its own: the disk may write them together
+			opts.flushes.Go(func() {
 				if f, err := os.Open(p); err == nil {
 					f.Sync() // an error shows again in the commit's own fsync, which reports it
 					f.Close()
 				}
-			}
-		})
+			})
+		}
 	}
 	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {
 		return nil, err

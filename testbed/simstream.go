@@ -57,6 +57,7 @@ type simStream struct {
 	// The trace: traceW's bytes collect in traceOut, which goes to the file only at packet boundaries and under
 	// dumpWrites (writeTrace), so that an interrupted run (Quiesce) leaves whole blocks.
 	traceF   *os.File
+	traceWB  writeback // traceF, its writeback started as it is written
 	traceOut traceOut
 	traceW   *trace.PcapngWriter
 	traceE   error // the first error writing it
@@ -82,6 +83,7 @@ func newSimStream(dir string, dumps []*dumper, snap int, port uint16, base int,
 		return nil, fmt.Errorf("writing trace: %w", err)
 	}
 	st.traceF = tf
+	st.traceWB.f = tf
 	if st.traceW, err = newTraceWriter(&st.traceOut); err != nil {
 		tf.Close()
 		return nil, err
@@ -218,7 +220,7 @@ func (st *simStream) writeTrace() {
 		return
 	}
 	dumpWrites.Lock()
-	_, err := st.traceF.Write(st.traceOut.b)
+	_, err := st.traceWB.Write(st.traceOut.b)
 	dumpWrites.Unlock()
 	if err != nil {
 		st.traceE = fmt.Errorf("writing trace: %w", err)
