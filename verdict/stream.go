@@ -42,7 +42,7 @@ type Stream struct {
 
 // streamChunks is how many chunks of the trace may wait for the reader (each about 1 MB, the testbed's write
 // size); the writer waits beyond that.
-const streamChunks = 4
+const streamChunks = 2
 
 // NewStream starts reading the trace of a run of sc writing into dir, with the run's connections (the records
 // the run writes as connections.json).
