@@ -62,8 +62,9 @@ type Options struct {
 // TraceConsumer hears trace.pcapng as a simulator run writes it, on the goroutine that writes it.
 type TraceConsumer interface {
 	// Write is given the file's next bytes, once they are written to the file, in order and ending at a block
-	// boundary: from the first byte of the file on, the bytes of all calls are the file. It must not keep p.
-	Write(p []byte)
+	// boundary: from the first byte of the file on, the bytes of all calls are the file. p is the consumer's
+	// from then on (no copy); it returns a buffer the writer may fill next (one it is done with, or nil).
+	Write(p []byte) (spare []byte)
 	// End says the trace is complete (err nil: every byte of the file was given) or will not be (the run or
 	// the writing failed); nothing is written after it.
 	End(err error)

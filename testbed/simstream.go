@@ -227,11 +227,11 @@ func (st *simStream) writeTrace() {
 		return
 	}
 	if st.consumer != nil {
-		st.consumer.Write(st.traceOut.b)
+		st.traceOut.b = st.consumer.Write(st.traceOut.b)[:0]
 	} else {
 		st.head = append(st.head, st.traceOut.b...)
+		st.traceOut.b = st.traceOut.b[:0]
 	}
-	st.traceOut.b = st.traceOut.b[:0]
 }
 
 // setConsumer starts the trace's consumer on the simulation's goroutine before the first mirrored frame (the
@@ -239,7 +239,7 @@ func (st *simStream) writeTrace() {
 func (st *simStream) setConsumer(c TraceConsumer) {
 	st.consumer = c
 	c.Write(st.head)
-	st.head = nil
+	st.head = nil // the consumer's now
 }
 
 // endConsumer tells the consumer, if any, that the trace is complete (err nil) or never will be.

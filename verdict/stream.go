@@ -41,7 +41,7 @@ type Stream struct {
 }
 
 // streamChunks is how many chunks of the trace may wait for the reader (each about 1 MB, the testbed's write
-// size); the writer waits beyond that.
+// size); the writer waits beyond that. The chunks the reader is done with go back to the writer.
 const streamChunks = 2
 
 // NewStream starts reading the trace of a run of sc writing into dir, with the run's connections (the records
@@ -56,17 +56,19 @@ func NewStream(dir string, sc *scenario.Scenario, conns []resultsdir.ConnRecord)
 	return s
 }
 
-// Write is given the trace's next bytes (testbed.TraceConsumer); it copies them.
-func (s *Stream) Write(p []byte) {
+// Write is given the trace's next bytes, which it keeps, and returns a buffer it is done with, if any
+// (testbed.TraceConsumer).
+func (s *Stream) Write(p []byte) []byte {
 	if s.failed.Load() || len(p) == 0 {
-		return
+		return p
 	}
-	var b []byte
+	s.chunks <- p
 	select {
-	case b = <-s.free:
+	case b := <-s.free:
+		return b
 	default:
+		return nil
 	}
-	s.chunks <- append(b[:0], p...)
 }
 
 // End says the trace is complete (err nil) or will not be (testbed.TraceConsumer).

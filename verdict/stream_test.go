@@ -110,8 +110,8 @@ func TestStreamedCutTraceEqualsJudge(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewStream(dir, sc, conns)
-	for b := cut; len(b) > 0; b = b[min(len(b), 1000):] { // in pieces that end anywhere
-		s.Write(b[:min(len(b), 1000)])
+	for b := cut; len(b) > 0; b = b[min(len(b), 1000):] { // in pieces that end anywhere, each the stream's
+		s.Write(bytes.Clone(b[:min(len(b), 1000)]))
 	}
 	s.End(nil)
 	o, err := JudgeStream(dir, sc, s)
@@ -193,7 +193,10 @@ func TestStreamFallsBackToJudge(t *testing.T) {
 			}
 		})
 	}
-	// The same counters without a discard: the stream's result stands.
+	// The run's own counters: the stream's result stands.
+	if err := resultsdir.WriteJSON(dir, resultsdir.FileCounters, cf); err != nil {
+		t.Fatal(err)
+	}
 	s := NewStream(dir, sc, conns)
 	s.Write(data)
 	s.End(nil)
