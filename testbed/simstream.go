@@ -188,7 +188,7 @@ func (st *simStream) tracePacket(r *streamRec, data []byte) {
 	}
 	st.nextSeq++
 	st.comment = appendComment(st.comment[:0], mir, int(r.conn), int(r.iter), r.annotated, st.base)
-	if err := st.traceW.WritePacket(0, st.clock.Extend(mir.TimestampNs), data, int(r.orig), string(st.comment)); err != nil {
+	if err := st.traceW.WritePacketBytes(0, st.clock.Extend(mir.TimestampNs), data, int(r.orig), st.comment); err != nil {
 		st.traceE = fmt.Errorf("writing trace: %w", err)
 		return
 	}
@@ -197,8 +197,12 @@ func (st *simStream) tracePacket(r *streamRec, data []byte) {
 	}
 }
 
-// traceWriteBytes is how much of trace.pcapng collects before it is written to the file.
-const traceWriteBytes = 1 << 20
+// traceWriteBytes is how much of trace.pcapng collects before it is written to the file; traceBufBytes holds
+// that, the writer's buffer flushed into it and a packet.
+const (
+	traceWriteBytes = 1 << 20
+	traceBufBytes   = traceWriteBytes + 192<<10
+)
 
 // traceOut is where trace.pcapng's writer puts its bytes: memory, written to the file by writeTrace.
 type traceOut struct{ b []byte }
@@ -227,7 +231,11 @@ func (st *simStream) writeTrace() {
 		return
 	}
 	if st.consumer != nil {
-		st.traceOut.b = st.consumer.Write(st.traceOut.b)[:0]
+		b := st.consumer.Write(st.traceOut.b)
+		if cap(b) < traceBufBytes { // none, or the header's
+			b = make([]byte, 0, traceBufBytes)
+		}
+		st.traceOut.b = b[:0]
 	} else {
 		st.head = append(st.head, st.traceOut.b...)
 		st.traceOut.b = st.traceOut.b[:0]
