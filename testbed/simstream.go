@@ -200,8 +200,8 @@ func (st *simStream) tracePacket(r *streamRec, data []byte) {
 // traceWriteBytes is how much of trace.pcapng collects before it is written to the file; traceBufBytes holds
 // that, the writer's buffer flushed into it and a packet.
 const (
-	traceWriteBytes = 1 << 20
-	traceBufBytes   = traceWriteBytes + 192<<10
+	traceWriteBytes = 512 << 10
+	traceBufBytes   = traceWriteBytes + 96<<10
 )
 
 // traceOut is where trace.pcapng's writer puts its bytes: memory, written to the file by writeTrace.
