@@ -41,6 +41,11 @@ type Options struct {
 	// directory is moved into place: `lumina run` judges it there (verdict.Judge), so that analysis.json is
 	// part of the directory committed whole. An error from it aborts the run like the testbed's own.
 	Finish func(dir string) error
+	// Trace, if not nil, is given a simulator run's connections before its traffic starts (the records of
+	// connections.json) and returns what hears trace.pcapng while it is written: `lumina run` wires the
+	// verdict's analysis of the trace there (verdict.NewStream), which then needs not read the file back in
+	// Finish. The other testbeds ignore it (their trace is reconstructed after the run).
+	Trace func(dir string, conns []resultsdir.ConnRecord) TraceConsumer
 
 	// SimHooks, if not nil, hear a simulator run's progress from its start (for a progress display; the
 	// lines on Progress do not need it).
@@ -52,6 +57,17 @@ type Options struct {
 	// recordAll keeps every mirrored packet's annotation in a simulator run (a test compares the trace it
 	// wrote as it ran with reconstruct's merge of its dumps).
 	recordAll bool
+}
+
+// TraceConsumer hears trace.pcapng as a simulator run writes it, on the goroutine that writes it.
+type TraceConsumer interface {
+	// Write is given the file's next bytes, once they are written to the file, in order and ending at a block
+	// boundary: from the first byte of the file on, the bytes of all calls are the file. p is the consumer's
+	// from then on (no copy); it returns a buffer the writer may fill next (one it is done with, or nil).
+	Write(p []byte) (spare []byte)
+	// End says the trace is complete (err nil: every byte of the file was given) or will not be (the run or
+	// the writing failed); nothing is written after it.
+	End(err error)
 }
 
 // SimHooks report a simulator run's progress while it runs. Both are called on the simulation's goroutine
@@ -406,7 +422,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		}
 		defer f.Close()
 		// The writer's own buffer goes straight to the file, flushed only between records (below).
-		w, err := trace.NewPcapWriter(f, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
+		w, err := trace.NewPcapWriter(&writeback{f: f}, trace.PcapWriterOptions{Nanosecond: true, SnapLen: uint32(snap), LinkType: trace.LinkTypeEthernet})
 		if err != nil {
 			return nil, err
 		}
@@ -418,6 +434,18 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		return nil, err
 	}
 	cfg.Dump = st.dump
+	if opts.Trace != nil {
+		// The switch is built once the connections are set up, before any traffic: the trace's consumer
+		// starts then, with the header written so far (simStream.setConsumer).
+		newSwitch := cfg.NewSwitch
+		cfg.NewSwitch = func(conns []inject.ConnMeta) (inject.Logic, error) {
+			l, err := newSwitch(conns)
+			if err == nil {
+				st.setConsumer(opts.Trace(opts.OutDir, connRecords(sc, conns)))
+			}
+			return l, err
+		}
+	}
 	progress(opts, sc, &cfg)
 	hook(opts.SimHooks, &cfg)
 
@@ -454,14 +482,14 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 		for i := range dumps {
 			paths = append(paths, filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
 		}
-		opts.flushes.Go(func() {
-			for _, p := range paths {
+		for _, p := range paths { // each file on its own: the disk may write them together
+			opts.flushes.Go(func() {
 				if f, err := os.Open(p); err == nil {
 					f.Sync() // an error shows again in the commit's own fsync, which reports it
 					f.Close()
 				}
-			}
-		})
+			})
+		}
 	}
 	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {
 		return nil, err
@@ -505,13 +533,7 @@ func writeRunFilesWith(dir string, sc *scenario.Scenario, res *lab.Result, injCo
 	if err := writeEffective(filepath.Join(dir, resultsdir.FileScenario), sc); err != nil {
 		return err
 	}
-	conns := make([]resultsdir.ConnRecord, len(res.Conns))
-	for i, c := range res.Conns {
-		conns[i] = resultsdir.ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: c.ReqIP, ResponderIP: c.RespIP,
-			RequesterQPN: c.ReqQPN, ResponderQPN: c.RespQPN, RequesterIPSN: uint32(c.ReqIPSN),
-			ResponderIPSN: uint32(c.RespIPSN), PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: sc.Traffic.MTU}
-	}
-	if err := writeList(dir, resultsdir.FileConnections, conns); err != nil {
+	if err := writeList(dir, resultsdir.FileConnections, connRecords(sc, res.Conns)); err != nil {
 		return err
 	}
 	traffic := make([]resultsdir.TrafficRecord, len(res.PerConn))
@@ -548,6 +570,17 @@ func writeRunFilesWith(dir string, sc *scenario.Scenario, res *lab.Result, injCo
 	}
 	sw.Entries = injEntries
 	return writeJSON(dir, resultsdir.FileSwitch, sw)
+}
+
+// connRecords are the records of connections.json.
+func connRecords(sc *scenario.Scenario, cs []inject.ConnMeta) []resultsdir.ConnRecord {
+	conns := make([]resultsdir.ConnRecord, len(cs))
+	for i, c := range cs {
+		conns[i] = resultsdir.ConnRecord{QP: c.Index + sc.IndexBase, Verb: c.Verb, RequesterIP: c.ReqIP, ResponderIP: c.RespIP,
+			RequesterQPN: c.ReqQPN, ResponderQPN: c.RespQPN, RequesterIPSN: uint32(c.ReqIPSN),
+			ResponderIPSN: uint32(c.RespIPSN), PacketsPerMsg: c.PacketsPerMsg, NumMsgs: c.NumMsgs, MTU: sc.Traffic.MTU}
+	}
+	return conns
 }
 
 func vendorOf(sc *scenario.Scenario, h scenario.Host) string {

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,12 +57,17 @@ type simStream struct {
 	// The trace: traceW's bytes collect in traceOut, which goes to the file only at packet boundaries and under
 	// dumpWrites (writeTrace), so that an interrupted run (Quiesce) leaves whole blocks.
 	traceF   *os.File
+	traceWB  writeback // traceF, its writeback started as it is written
 	traceOut traceOut
 	traceW   *trace.PcapngWriter
 	traceE   error // the first error writing it
 	nextSeq  uint64
 	clock    trace.Unwrap48
 	comment  []byte
+	// consumer hears the trace's bytes once they are in the file (Options.Trace); head keeps the bytes written
+	// before it is set (the header).
+	consumer TraceConsumer
+	head     []byte
 }
 
 func newSimStream(dir string, dumps []*dumper, snap int, port uint16, base int,
@@ -77,6 +83,7 @@ func newSimStream(dir string, dumps []*dumper, snap int, port uint16, base int,
 		return nil, fmt.Errorf("writing trace: %w", err)
 	}
 	st.traceF = tf
+	st.traceWB.f = tf
 	if st.traceW, err = newTraceWriter(&st.traceOut); err != nil {
 		tf.Close()
 		return nil, err
@@ -138,6 +145,7 @@ func (st *simStream) finish() error {
 	if cerr := st.traceF.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("writing trace: %w", cerr)
 	}
+	st.endConsumer(err)
 	return err
 }
 
@@ -146,7 +154,10 @@ func (st *simStream) abandon() {
 	close(st.work)
 	<-st.done
 	st.traceF.Close()
+	st.endConsumer(errAbandoned)
 }
+
+var errAbandoned = errors.New("the run failed: its trace is not complete")
 
 func (st *simStream) writer() {
 	defer close(st.done)
@@ -177,7 +188,7 @@ func (st *simStream) tracePacket(r *streamRec, data []byte) {
 	}
 	st.nextSeq++
 	st.comment = appendComment(st.comment[:0], mir, int(r.conn), int(r.iter), r.annotated, st.base)
-	if err := st.traceW.WritePacket(0, st.clock.Extend(mir.TimestampNs), data, int(r.orig), string(st.comment)); err != nil {
+	if err := st.traceW.WritePacketBytes(0, st.clock.Extend(mir.TimestampNs), data, int(r.orig), st.comment); err != nil {
 		st.traceE = fmt.Errorf("writing trace: %w", err)
 		return
 	}
@@ -186,8 +197,12 @@ func (st *simStream) tracePacket(r *streamRec, data []byte) {
 	}
 }
 
-// traceWriteBytes is how much of trace.pcapng collects before it is written to the file.
-const traceWriteBytes = 1 << 20
+// traceWriteBytes is how much of trace.pcapng collects before it is written to the file; traceBufBytes holds
+// that, the writer's buffer flushed into it and a packet.
+const (
+	traceWriteBytes = 512 << 10
+	traceBufBytes   = traceWriteBytes + 96<<10
+)
 
 // traceOut is where trace.pcapng's writer puts its bytes: memory, written to the file by writeTrace.
 type traceOut struct{ b []byte }
@@ -209,11 +224,37 @@ func (st *simStream) writeTrace() {
 		return
 	}
 	dumpWrites.Lock()
-	_, err := st.traceF.Write(st.traceOut.b)
+	_, err := st.traceWB.Write(st.traceOut.b)
 	dumpWrites.Unlock()
-	st.traceOut.b = st.traceOut.b[:0]
 	if err != nil {
 		st.traceE = fmt.Errorf("writing trace: %w", err)
+		return
+	}
+	if st.consumer != nil {
+		b := st.consumer.Write(st.traceOut.b)
+		if cap(b) < traceBufBytes { // none, or the header's
+			b = make([]byte, 0, traceBufBytes)
+		}
+		st.traceOut.b = b[:0]
+	} else {
+		st.head = append(st.head, st.traceOut.b...)
+		st.traceOut.b = st.traceOut.b[:0]
+	}
+}
+
+// setConsumer starts the trace's consumer on the simulation's goroutine before the first mirrored frame (the
+// writer goroutine, which calls it next, receives a batch after this).
+func (st *simStream) setConsumer(c TraceConsumer) {
+	st.consumer = c
+	c.Write(st.head)
+	st.head = nil // the consumer's now
+}
+
+// endConsumer tells the consumer, if any, that the trace is complete (err nil) or never will be.
+func (st *simStream) endConsumer(err error) {
+	if st.consumer != nil {
+		st.consumer.End(err)
+		st.consumer = nil
 	}
 }
 

@@ -138,3 +138,81 @@ traffic: {num-connections: 3, num-msgs-per-qp: 50, message-size: 1048576, mtu: 1
 		t.Errorf("event reports %v, want every %d", events, SimHookEvery)
 	}
 }
+
+// recorder is a TraceConsumer that keeps what it is given, handing a used buffer back now and then.
+type recorder struct {
+	conns []resultsdir.ConnRecord
+	got   []byte
+	calls int
+	ends  []error
+	spare []byte
+}
+
+func (r *recorder) Write(p []byte) []byte {
+	if len(r.ends) > 0 {
+		panic("Write after End")
+	}
+	r.got = append(r.got, p...)
+	r.calls++
+	sp := r.spare
+	r.spare = p // p is the recorder's: the writer must not touch it after the call
+	return sp
+}
+
+func (r *recorder) End(err error) { r.ends = append(r.ends, err) }
+
+// Options.Trace hears the run's connections (connections.json's records) and then exactly trace.pcapng's bytes,
+// in several writes, and one End(nil); a run that fails ends it with an error.
+func TestTraceConsumerHearsTheFile(t *testing.T) {
+	sc, err := scenario.Load("../examples/listing2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec *recorder
+	dir := filepath.Join(t.TempDir(), "r")
+	err = Run(sc, Options{OutDir: dir, Trace: func(d string, conns []resultsdir.ConnRecord) TraceConsumer {
+		if rec != nil {
+			t.Error("Trace called twice")
+		}
+		rec = &recorder{conns: conns}
+		return rec
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(filepath.Join(dir, resultsdir.FileTrace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec == nil || !bytes.Equal(rec.got, file) || len(rec.ends) != 1 || rec.ends[0] != nil {
+		t.Fatalf("consumer: %v; got %d bytes of the file's %d, equal %v, ends %v", rec != nil, len(rec.got), len(file),
+			bytes.Equal(rec.got, file), rec.ends)
+	}
+	if rec.calls < 2 {
+		t.Fatalf("%d writes; the header and the packets come separately", rec.calls)
+	}
+	var conns []resultsdir.ConnRecord
+	if err := resultsdir.ReadList(dir, resultsdir.FileConnections, &conns); err != nil {
+		t.Fatal(err)
+	}
+	if len(conns) != 2 || len(rec.conns) != len(conns) {
+		t.Fatalf("connections heard %v; connections.json %v", rec.conns, conns)
+	}
+	for i := range conns {
+		if conns[i] != rec.conns[i] {
+			t.Fatalf("connection %d heard %+v; connections.json %+v", i, rec.conns[i], conns[i])
+		}
+	}
+
+	// A run whose simulated time runs out.
+	rec = nil
+	sc.Network.RunTimeoutMs = 1
+	sc.Traffic.NumMsgsPerQP = 5000
+	err = Run(sc, Options{OutDir: filepath.Join(t.TempDir(), "r"), Trace: func(d string, conns []resultsdir.ConnRecord) TraceConsumer {
+		rec = &recorder{conns: conns}
+		return rec
+	}})
+	if err == nil || rec == nil || len(rec.ends) != 1 || rec.ends[0] == nil {
+		t.Fatalf("err %v; consumer %v; want the run failed and the consumer ended with an error", err, rec != nil)
+	}
+}

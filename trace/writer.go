@@ -197,6 +197,14 @@ func (pw *PcapngWriter) option(code uint16, val string) {
 	pw.w.Write(zeros[:(4-len(val)%4)%4])
 }
 
+func (pw *PcapngWriter) optionBytes(code uint16, val []byte) {
+	binary.LittleEndian.PutUint16(pw.scr[0:], code)
+	binary.LittleEndian.PutUint16(pw.scr[2:], uint16(len(val)))
+	pw.w.Write(pw.scr[:4])
+	pw.w.Write(val)
+	pw.w.Write(zeros[:(4-len(val)%4)%4])
+}
+
 func (pw *PcapngWriter) optionEnd() { pw.w.Write(zeros[:4]) }
 
 // AddInterface appends an Interface Description Block and returns the new
@@ -239,6 +247,16 @@ func (pw *PcapngWriter) AddInterface(spec InterfaceSpec) (int, error) {
 // origLen is the length on the wire, or 0 for len(data). A non-empty comment
 // is stored as opt_comment.
 func (pw *PcapngWriter) WritePacket(iface int, ts int64, data []byte, origLen int, comment string) error {
+	return writeEPB(pw, iface, ts, data, origLen, comment)
+}
+
+// WritePacketBytes is WritePacket with the comment in a byte slice, not kept after the call: a writer that builds
+// each packet's comment in a buffer of its own allocates nothing per packet.
+func (pw *PcapngWriter) WritePacketBytes(iface int, ts int64, data []byte, origLen int, comment []byte) error {
+	return writeEPB(pw, iface, ts, data, origLen, comment)
+}
+
+func writeEPB[C string | []byte](pw *PcapngWriter, iface int, ts int64, data []byte, origLen int, comment C) error {
 	if pw.closed {
 		return errClosed
 	}
@@ -264,7 +282,7 @@ func (pw *PcapngWriter) WritePacket(iface int, ts int64, data []byte, origLen in
 		return fmt.Errorf("writing pcapng packet: comment of %d bytes exceeds 65535", len(comment))
 	}
 	body := 20 + (len(data)+3)&^3
-	if comment != "" {
+	if len(comment) > 0 {
 		body += optSize(len(comment)) + 4
 	}
 	pw.blockStart(blockEPB, body)
@@ -276,8 +294,13 @@ func (pw *PcapngWriter) WritePacket(iface int, ts int64, data []byte, origLen in
 	pw.w.Write(pw.scr[:20])
 	pw.w.Write(data)
 	pw.w.Write(zeros[:(4-len(data)%4)%4])
-	if comment != "" {
-		pw.option(optComment, comment)
+	if len(comment) > 0 {
+		switch c := any(comment).(type) {
+		case string:
+			pw.option(optComment, c)
+		case []byte:
+			pw.optionBytes(optComment, c)
+		}
 		pw.optionEnd()
 	}
 	pw.blockEnd(body)

@@ -146,3 +146,35 @@ func TestPcapngWriterRoundTrip(t *testing.T) {
 		t.Errorf("section header lacks shb_userappl \"lumina\": % x", raw[:64])
 	}
 }
+
+// WritePacketBytes writes what WritePacket writes: comments of every length modulo 4, and none.
+func TestWritePacketBytesEqualsWritePacket(t *testing.T) {
+	var a, b bytes.Buffer
+	opts := PcapngWriterOptions{Interfaces: []InterfaceSpec{{LinkType: LinkTypeEthernet, SnapLen: 65535}}}
+	wa, err := NewPcapngWriter(&a, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := NewPcapngWriter(&b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []string{"", "e", "ev", "eve", "even", "event=drop seq=12 qp=3"} {
+		data := bytes.Repeat([]byte{byte(i)}, 60+i)
+		if err := wa.WritePacket(0, int64(i)*1000, data, 0, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := wb.WritePacketBytes(0, int64(i)*1000, data, 0, []byte(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wa.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := wb.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if a.Len() < 400 || !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatalf("WritePacketBytes wrote %d bytes, WritePacket %d; equal %v", b.Len(), a.Len(), bytes.Equal(a.Bytes(), b.Bytes()))
+	}
+}

@@ -59,6 +59,8 @@ type Outcome struct {
 	Counters *resultsdir.CountersFile
 	// Entries are the installed event-table entries as written in switch.json.
 	Entries []json.RawMessage
+	// Streamed says the trace was judged as it was written (JudgeStream), not read back from the directory.
+	Streamed bool
 }
 
 // ExitCode is the command's exit status for this outcome (spec/scenario-and-cli.md).
@@ -109,11 +111,22 @@ func Judge(dir string, sc *scenario.Scenario) (*Outcome, error) {
 	if sc.Workload != nil {
 		return judgeWorkload(dir, sc)
 	}
-	return analyzeDir(dir, sc)
+	return analyzeDir(dir, sc, nil)
 }
 
-// analyzeDir checks the trace's integrity, runs the analyzers and the expectations, and writes analysis.json.
-func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
+// JudgeStream is Judge for a run whose trace s read while it was written (NewStream): the same analysis.json,
+// without reading trace.pcapng back. When s could not stand for that reading (s nil, or see Stream) it is
+// Judge.
+func JudgeStream(dir string, sc *scenario.Scenario, s *Stream) (*Outcome, error) {
+	if sc.Workload != nil || s == nil {
+		return Judge(dir, sc)
+	}
+	return analyzeDir(dir, sc, s)
+}
+
+// analyzeDir checks the trace's integrity, runs the analyzers and the expectations, and writes analysis.json;
+// with a stream whose result stands for the trace's, from that.
+func analyzeDir(dir string, sc *scenario.Scenario, s *Stream) (*Outcome, error) {
 	out := &Outcome{Dir: dir, Scenario: sc}
 	var cf resultsdir.CountersFile
 	if err := readJSON(dir, resultsdir.FileCounters, &cf); err != nil {
@@ -139,6 +152,12 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 	// The analyzers run while the integrity check does (each reads the trace on its own core); their result
 	// counts only when the trace passes the check.
 	opts := analyzeOptions(sc, conns, &cf, out.Traffic)
+	if s != nil {
+		if integ, an, ok := s.result(dir, conns, cf, opts); ok {
+			out.Streamed = true
+			return decide(out, dir, sc, integ, an)
+		}
+	}
 	type analysis struct {
 		an  *analyze.Analysis
 		err error
@@ -165,6 +184,15 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	if integ.OK && res.err != nil {
+		return nil, res.err
+	}
+	return decide(out, dir, sc, integ, res.an)
+}
+
+// decide writes analysis.json from the trace's integrity and, when it holds, the analysis.
+func decide(out *Outcome, dir string, sc *scenario.Scenario, integ trace.Integrity, an *analyze.Analysis) (*Outcome, error) {
+	doc := out.Doc
 	doc.Integrity = integ
 	if !integ.OK {
 		doc.Verdict = Invalid // whatever the expectations say
@@ -174,11 +202,7 @@ func analyzeDir(dir string, sc *scenario.Scenario) (*Outcome, error) {
 		}
 		return out, writeJSON(dir, resultsdir.FileAnalysis, doc)
 	}
-
-	if res.err != nil {
-		return nil, res.err
-	}
-	doc.Analysis = res.an
+	doc.Analysis = an
 	if err := judge(sc, doc); err != nil {
 		return nil, err
 	}
@@ -401,6 +425,12 @@ func checkTrace(dir string, cf resultsdir.CountersFile) (trace.Integrity, error)
 		}
 		ic.Add(p.Index, mir)
 	}
+	return finishIntegrity(dir, ic, f, cf), nil
+}
+
+// finishIntegrity ends the integrity check of the trace read from f, with the notes on a trace or dump cut short
+// and the dumpers' own drop reports.
+func finishIntegrity(dir string, ic *trace.IntegrityChecker, f *trace.File, cf resultsdir.CountersFile) trace.Integrity {
 	integ := ic.Finish(cf.Switch.Mirrored, cf.Switch.RxRoCE)
 	noteTruncation(&integ, f)
 	dumps, _ := filepath.Glob(filepath.Join(dir, resultsdir.DirDump, "*.pcap"))
@@ -416,7 +446,7 @@ func checkTrace(dir string, cf resultsdir.CountersFile) (trace.Integrity, error)
 		integ.Checks = append(integ.Checks, *d)
 		integ.OK = integ.OK && d.OK
 	}
-	return integ, nil
+	return integ
 }
 
 // countShort tells whether the packet-count condition failed or could not be checked.

@@ -119,11 +119,17 @@ unreachable, a host key unknown or changed, authentication failed), 3 invalid te
 			}
 			// The testbed writes a staging directory; the verdict stage judges it there (Finish), so that
 			// analysis.json is part of the results directory moved into place whole.
+			// A simulator run's trace is judged while it is written (verdict.NewStream, on the second core).
 			var o *verdict.Outcome
+			var ts *verdict.Stream
 			err = testbed.Run(sc, testbed.Options{OutDir: out, Progress: progress, Meter: runMeter(mtr), Remote: testbed.RemoteOptions{VerbsBinary: verbsBin},
 				Staged: func(d string) { staging.Store(d) },
+				Trace: func(d string, conns []resultsdir.ConnRecord) testbed.TraceConsumer {
+					ts = verdict.NewStream(d, sc, conns)
+					return ts
+				},
 				Finish: func(d string) (err error) {
-					o, err = verdict.Judge(d, sc)
+					o, err = verdict.JudgeStream(d, sc, ts)
 					return err
 				}})
 			if err != nil {
