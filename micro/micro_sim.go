@@ -1278,8 +1278,8 @@ func (s *msim) prefetchSize(h *mhost) int {
 // what it has on the NIC (cached or being fetched) is down to half a prefetch.
 func (s *msim) rqPrefetch(h *mhost, ci int32) {
 	c := &s.conns[ci]
-	if h.m.Rx.WholeQPCache && c.rqCached+c.rqFetching == 0 {
-		return // not in the cache: its WQEs are read when its next message needs one
+	if h.m.Rx.WholeQPCache && c.rqCached+c.rqFetching == 0 && c.parked.Len() == 0 {
+		return // not in the cache and nothing waiting: its WQEs are read when its next message needs one
 	}
 	if n := s.prefetchSize(h); c.rqCached+c.rqFetching <= n/2 {
 		s.rqFetch(h, ci, n)
