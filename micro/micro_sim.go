@@ -165,6 +165,8 @@ type mhost struct {
 	pathPsPerB int64 // 0: local memory, no extra path
 	// Packet staging the connections with data in flight need on this NIC (sending and receiving).
 	stageDemand int64
+	// readers: connections with READs in flight from this NIC (their responses arrive interleaved).
+	readers int
 }
 
 // msim is one workload run.
@@ -547,6 +549,9 @@ func (s *msim) startUnits(h *mhost) {
 				s.fetchWQEs(h, ci, h.dbFree)
 			}
 			if s.w.Opcode == "read" {
+				if c.readsOut == 0 {
+					h.readers++
+				}
 				c.readsOut++
 			}
 		}
@@ -1063,6 +1068,15 @@ func (s *msim) startRx(h *mhost) {
 		}
 	}
 	start := max(s.now, h.ppFree)
+	if r.ReadRespPerPacketQPC && p.kind == mpReadResp && !p.first() && h.readers > h.m.Cache.QPCEntries {
+		// Every response packet needs its QP's read state; with the responses of more QPs than the context cache
+		// holds arriving interleaved packet by packet, each one misses.
+		if s.inWin {
+			h.st.QPCCacheMiss++
+		}
+		done := s.pcieRead(h, start, h.m.Cache.QPCBytes, false)
+		start += (done - start) / int64(r.QPCMissSlots)
+	}
 	if p.first() && (p.kind == mpData || p.kind == mpReadResp) {
 		cost += int64(s.w.SGE) * r.SGENs
 		// The receive side needs the QP's context too; its misses are handled qpc-miss-slots at a time, so
@@ -1207,6 +1221,9 @@ func (s *msim) rxFree(h *mhost, pi int32) {
 		}
 		if p.kind == mpReadResp {
 			c.readsOut--
+			if c.readsOut == 0 {
+				h.readers--
+			}
 			s.complete(pi)
 			s.wake(h, p.conn)
 		}

@@ -123,6 +123,7 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{6, "RC go-back-N restarts", 3, func(w *scenario.Workload) { w.WQDepth = 64 }, func(m *MicroStats) uint64 { return m.NAKs }},
 		{7, "QP-context misses", 4, func(w *scenario.Workload) { w.NumQPs = 64 }, func(m *MicroStats) uint64 { return m.QPCCacheMiss }},
 		{8, "translation misses", 4, func(w *scenario.Workload) { w.NumMRs = 1 }, func(m *MicroStats) uint64 { return m.MTTCacheMiss }},
+		{16, "QP-context misses (every READ response packet of > qpc-entries QPs)", 4, func(w *scenario.Workload) { w.NumQPs = 128 }, func(m *MicroStats) uint64 { return m.QPCCacheMiss }},
 		{14, "payload bytes read again for evicted staging", 1, func(w *scenario.Workload) { w.MTU = 2048 }, func(m *MicroStats) uint64 { return m.StagingRefetchBytes }},
 	} {
 		tr := trig(c.id)

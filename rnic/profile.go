@@ -622,6 +622,10 @@ type MicroRx struct {
 	// RCDataNs is an RC data packet's extra time on the packet processor over a UC one (PSN and acknowledgement
 	// state), added to write-ns or send-ns.
 	RCDataNs int64 `yaml:"rc-data-ns"`
+	// ReadRespPerPacketQPC: every READ response packet needs its QP's context (read state), not only a
+	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
+	// interleaves its QPs packet by packet) each such packet misses.
+	ReadRespPerPacketQPC bool `yaml:"read-resp-per-packet-qpc"`
 	// FetchWQENs > 0: the receive-WQE fetcher spends this long on every WQE it reads (prefetch or demand), one
 	// WQE after another, besides the PCIe read.
 	FetchWQENs int64 `yaml:"fetch-wqe-ns"`
