@@ -139,6 +139,7 @@ type mhost struct {
 	pktGapPs   int64
 	// PCIe.
 	rdFree, wrFree, pathFree int64
+	pathWrFree               int64 // the write direction of a duplex host path (host.duplex-path)
 	lastReadDone             int64
 	tags                     heap64
 	// Caches.
@@ -154,6 +155,7 @@ type mhost struct {
 	holders    []int32 // connections with cached receive WQEs
 	// Receive-WQE fetches in flight and waiting (connection, count).
 	fetchActive    int
+	fetchEngFree   int64 // the receive-WQE fetcher is busy until then (rx.fetch-wqe-ns)
 	fetchQ, fetchN des.Ring[int32]
 	// Occupancy integral for the average.
 	occArea int64
@@ -163,6 +165,8 @@ type mhost struct {
 	pathPsPerB int64 // 0: local memory, no extra path
 	// Packet staging the connections with data in flight need on this NIC (sending and receiving).
 	stageDemand int64
+	// readers: connections with READs in flight from this NIC (their responses arrive interleaved).
+	readers int
 }
 
 // msim is one workload run.
@@ -545,6 +549,9 @@ func (s *msim) startUnits(h *mhost) {
 				s.fetchWQEs(h, ci, h.dbFree)
 			}
 			if s.w.Opcode == "read" {
+				if c.readsOut == 0 {
+					h.readers++
+				}
 				c.readsOut++
 			}
 		}
@@ -803,9 +810,13 @@ func (s *msim) pcieWrite(h *mhost, t int64, n int) int64 {
 	h.wrFree = start + int64(n)*psPerByte(m.WriteGbps)
 	end := h.wrFree
 	if h.pathPsPerB > 0 {
-		ps := max(start, h.pathFree)
-		h.pathFree = ps + int64(n)*h.pathPsPerB
-		end = max(end, h.pathFree)
+		free := &h.pathFree
+		if h.m.Host.DuplexPath {
+			free = &h.pathWrFree // writes flow the other way: they do not wait behind the reads booked
+		}
+		ps := max(start, *free)
+		*free = ps + int64(n)*h.pathPsPerB
+		end = max(end, *free)
 	}
 	return end
 }
@@ -1052,8 +1063,20 @@ func (s *msim) startRx(h *mhost) {
 		default:
 			cost = r.WriteNs
 		}
+		if s.w.QPType == "rc" {
+			cost += r.RCDataNs
+		}
 	}
 	start := max(s.now, h.ppFree)
+	if r.ReadRespPerPacketQPC && p.kind == mpReadResp && !p.first() && h.readers > h.m.Cache.QPCEntries {
+		// Every response packet needs its QP's read state; with the responses of more QPs than the context cache
+		// holds arriving interleaved packet by packet, each one misses.
+		if s.inWin {
+			h.st.QPCCacheMiss++
+		}
+		done := s.pcieRead(h, start, h.m.Cache.QPCBytes, false)
+		start += (done - start) / int64(r.QPCMissSlots)
+	}
 	if p.first() && (p.kind == mpData || p.kind == mpReadResp) {
 		cost += int64(s.w.SGE) * r.SGENs
 		// The receive side needs the QP's context too; its misses are handled qpc-miss-slots at a time, so
@@ -1068,7 +1091,11 @@ func (s *msim) startRx(h *mhost) {
 				start = max(start, min(h.rdFree, start+int64(pc.RxReadQueueBytes)*psPerByte(pc.ReadGbps)))
 			}
 			done := s.pcieRead(h, start, h.m.Cache.QPCBytes, false)
-			start += (done - start) / int64(r.QPCMissSlots)
+			slots := r.QPCMissSlots
+			if p.kind == mpData && r.DataQPCMissSlots > 0 {
+				slots = r.DataQPCMissSlots
+			}
+			start += (done - start) / int64(slots)
 		}
 	}
 	h.ppFree = start + cost*psPerNs
@@ -1194,6 +1221,9 @@ func (s *msim) rxFree(h *mhost, pi int32) {
 		}
 		if p.kind == mpReadResp {
 			c.readsOut--
+			if c.readsOut == 0 {
+				h.readers--
+			}
 			s.complete(pi)
 			s.wake(h, p.conn)
 		}
@@ -1265,6 +1295,9 @@ func (s *msim) prefetchSize(h *mhost) int {
 // what it has on the NIC (cached or being fetched) is down to half a prefetch.
 func (s *msim) rqPrefetch(h *mhost, ci int32) {
 	c := &s.conns[ci]
+	if h.m.Rx.WholeQPCache && c.rqCached+c.rqFetching == 0 && c.parked.Len() == 0 {
+		return // not in the cache and nothing waiting: its WQEs are read when its next message needs one
+	}
 	if n := s.prefetchSize(h); c.rqCached+c.rqFetching <= n/2 {
 		s.rqFetch(h, ci, n)
 	}
@@ -1289,6 +1322,10 @@ func (s *msim) rqFetch(h *mhost, ci int32, want int) {
 func (s *msim) issueRQFetch(h *mhost, ci int32, n int) {
 	h.fetchActive++
 	done := s.pcieRead(h, s.now, n*s.w.SGE*h.m.Rx.WQEBytes, false)
+	if c := h.m.Rx.FetchWQENs; c > 0 {
+		h.fetchEngFree = max(s.now, h.fetchEngFree) + int64(n)*c*psPerNs
+		done = max(done, h.fetchEngFree)
+	}
 	s.q.Push(des.Event{At: done, Kind: mevRxWQEFetched, Obj: int32(h.id), Arg: ci, Aux: int32(n)})
 }
 
@@ -1310,6 +1347,9 @@ func (s *msim) rqFetched(h *mhost, ci int32, n int) {
 		}
 		vc := &s.conns[v]
 		k := min(vc.rqCached, h.cacheUsed-h.m.Rx.WQECacheSize)
+		if h.m.Rx.WholeQPCache {
+			k = vc.rqCached
+		}
 		s.setCached(h, v, vc.rqCached-k)
 	}
 	s.unpark(h, ci)
@@ -1365,7 +1405,11 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 		h.st.RxWQECacheMiss++
 	}
 	if c.rqFetching == 0 {
-		s.rqFetch(h, ci, h.m.Rx.MissFetch)
+		n := h.m.Rx.MissFetch
+		if d := h.m.Rx.MissFetchDiv; d > 0 {
+			n = min(max(s.w.WQDepth/d, n), h.m.Rx.PrefetchMax)
+		}
+		s.rqFetch(h, ci, n)
 	}
 	return false
 }

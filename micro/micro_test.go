@@ -123,6 +123,7 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{6, "RC go-back-N restarts", 3, func(w *scenario.Workload) { w.WQDepth = 64 }, func(m *MicroStats) uint64 { return m.NAKs }},
 		{7, "QP-context misses", 4, func(w *scenario.Workload) { w.NumQPs = 64 }, func(m *MicroStats) uint64 { return m.QPCCacheMiss }},
 		{8, "translation misses", 4, func(w *scenario.Workload) { w.NumMRs = 1 }, func(m *MicroStats) uint64 { return m.MTTCacheMiss }},
+		{16, "QP-context misses (every READ response packet of > qpc-entries QPs)", 4, func(w *scenario.Workload) { w.NumQPs = 128 }, func(m *MicroStats) uint64 { return m.QPCCacheMiss }},
 		{14, "payload bytes read again for evicted staging", 1, func(w *scenario.Workload) { w.MTU = 2048 }, func(m *MicroStats) uint64 { return m.StagingRefetchBytes }},
 	} {
 		tr := trig(c.id)
@@ -253,5 +254,22 @@ func BenchmarkRunWorkload(b *testing.B) {
 		if _, err := RunWorkload(WorkloadConfig{Profiles: [2]*rnic.Profile{p, p}, Workload: w}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestWholeQPCacheShortQueue: with p2100g's whole-QP receive-WQE cache, a QP whose receive queue ran empty while
+// its frames waited for WQEs gets them again when the application reposts (its doorbell prefetches although the
+// QP holds nothing in the cache), so short queues keep flowing instead of holding the RX buffer forever.
+func TestWholeQPCacheShortQueue(t *testing.T) {
+	p, err := rnic.LoadProfile("p2100g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Micro.Rx.WholeQPCache {
+		t.Fatal("p2100g: rx.whole-qp-cache is off; this test is about it")
+	}
+	r := runMicro(t, "p2100g", wl("ud", "send", 16, 1024, 3, 1, 3, 1, 64*kb, []int{224, 64, 128, 800, 32}, DirLoopback, MemLocal), nil)
+	if g := r.Gbps(r.Hosts[0].GoodRxBytes); r.PauseRatio(0) > 0.5 || g < 1 {
+		t.Errorf("UD loopback with a 3-deep queue: pause %.3f, %.2f Gb/s received: want traffic flowing", r.PauseRatio(0), g)
 	}
 }

@@ -616,6 +616,26 @@ type MicroRx struct {
 	FetchSlots   int   `yaml:"fetch-slots"`    // receive-WQE fetches in flight at once (prefetch and demand)
 	QPCMissSlots int   `yaml:"qpc-miss-slots"` // QP-context misses of received packets handled at once
 	NAKDelayNs   int64 `yaml:"nak-delay-ns"`   // RC: drop -> the sender goes back (NAK generation and reaction)
+	// DataQPCMissSlots: QP-context misses of received WRITE/SEND data handled at once, when the NIC fetches the
+	// contexts of received data apart from those of READ responses (0: qpc-miss-slots for every packet).
+	DataQPCMissSlots int `yaml:"data-qpc-miss-slots"`
+	// RCDataNs is an RC data packet's extra time on the packet processor over a UC one (PSN and acknowledgement
+	// state), added to write-ns or send-ns.
+	RCDataNs int64 `yaml:"rc-data-ns"`
+	// ReadRespPerPacketQPC: every READ response packet needs its QP's context (read state), not only a
+	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
+	// interleaves its QPs packet by packet) each such packet misses.
+	ReadRespPerPacketQPC bool `yaml:"read-resp-per-packet-qpc"`
+	// FetchWQENs > 0: the receive-WQE fetcher spends this long on every WQE it reads (prefetch or demand), one
+	// WQE after another, besides the PCIe read.
+	FetchWQENs int64 `yaml:"fetch-wqe-ns"`
+	// MissFetchDiv > 0: a demand fetch reads wq-depth / miss-fetch-div WQEs, within [miss-fetch, prefetch-max]
+	// (0: miss-fetch WQEs).
+	MissFetchDiv int `yaml:"miss-fetch-div"`
+	// WholeQPCache: the receive-WQE cache holds QPs rather than WQEs: making room evicts a QP's WQEs all at
+	// once, and a receive doorbell prefetches only for a QP in the cache (the others are read on demand when
+	// their next message arrives).
+	WholeQPCache bool `yaml:"whole-qp-cache"`
 }
 
 // MicroCache is the NIC's context caches: QP contexts and memory translation entries; a miss is a PCIe read.
@@ -628,7 +648,7 @@ type MicroCache struct {
 }
 
 // MicroHost is the host topology around the NIC: payload in remote-socket or GPU memory changes DMA latency,
-// and its bandwidth is capped by the path (one budget shared by reads and writes).
+// and its bandwidth is capped by the path (one budget shared by reads and writes unless duplex-path).
 type MicroHost struct {
 	RemoteNUMALatencyNs   int64   `yaml:"remote-numa-latency-ns"`
 	RemoteNUMAGbps        float64 `yaml:"remote-numa-gbps"`
@@ -636,6 +656,9 @@ type MicroHost struct {
 	GPUSameSwitchGbps     float64 `yaml:"gpu-same-switch-gbps"`
 	GPUCrossSwitchLatency int64   `yaml:"gpu-cross-switch-latency-ns"`
 	GPUCrossSwitchGbps    float64 `yaml:"gpu-cross-switch-gbps"`
+	// DuplexPath: the path carries DMA reads (toward the NIC) and writes (toward memory) each at its bandwidth,
+	// as a full-duplex link does (false: one budget shared by both, as on a host whose path is its bottleneck).
+	DuplexPath bool `yaml:"duplex-path"`
 }
 
 func (m *MicroArch) validate() *ProfileError {
@@ -673,6 +696,8 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
 		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},
 		{"rx.sge-ns", m.Rx.SGENs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
+		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
+		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},
