@@ -10,16 +10,20 @@ import (
 	"github.com/lumina-go/lumina/trace"
 )
 
-// pipeline spreads the per-packet work of a Source over the cores in three stages:
+// pipeline spreads the per-packet work of a Source over the cores in four stages:
 //
 //  1. one reader goroutine reads the merged stream (file parsing, the merge) and copies the packets into
 //     batches;
 //  2. decoder goroutines decode each batch's frames and verify their ICRCs, batches in parallel;
-//  3. the consumer (Source.Next, on the caller's goroutine) takes the batches back in stream order and
-//     counts every packet into the summary; the analyzers reading the Source use the stage-2 decoding.
+//  3. the consumer (Source.Next, on the caller's goroutine) takes the batches back in stream order and hands
+//     out their packets with the stage-2 decoding (the analyzers read them);
+//  4. one counter goroutine takes each batch the consumer is done with, in stream order, and counts its packets
+//     into the summary (Source.count), while the consumer goes on with the next batch.
 //
-// Everything that depends on the order of the packets happens in stage 3, in the stream's order, so the report
-// is the same as the one-worker path's whatever the number of workers or cores. Memory is bounded: a fixed
+// Everything that depends on the order of the packets happens in stages 3 and 4, each in the stream's order
+// and each on one goroutine, so the report is the same as the one-worker path's whatever the number of workers
+// or cores. The summary counts exactly the packets the consumer read: a batch it left midway (Report before the
+// end) is counted up to there when the pipeline stops. Memory is bounded: a fixed
 // number of batches circulate between the stages, each holding the read buffers its frames lie in, the
 // packets' comments and their decodings; a batch ends before these pass pipeBatchBytes (size), whatever the
 // capture holds besides frames (unknown blocks, options).
@@ -43,13 +47,18 @@ type pipeline struct {
 	free    chan *pbatch // batches the reader may fill
 	work    chan *pbatch // batches for the decoders
 	ordered chan *pbatch // every filled batch, in stream order, for the consumer
+	counted chan *pbatch // every batch the consumer is done with, in stream order, for the counter
 	done    chan struct{}
 	reader  sync.WaitGroup
 	workers sync.WaitGroup
+	counter sync.WaitGroup
 	stopped bool
+	// count counts packet i of b into the summary (stage 4; Source.count).
+	count func(b *pbatch, i int)
 
 	cur *pbatch // the batch the consumer reads
 	pos int     // index in cur of the next packet
+	err error   // what ended the stream, once the consumer reached it
 }
 
 // pbatch is a run of consecutive packets of the stream.
@@ -78,9 +87,10 @@ type rbuf struct {
 const (
 	pipeBatchFrames = 256
 	// workers + pipeBatchesExtra batches circulate: enough for every worker to have one while the reader fills
-	// one and the consumer reads another; pipeWorkersMax bounds the decoders (and so the batches). A batch
+	// one, the consumer reads another and the counter counts a third; pipeWorkersMax bounds the decoders (and
+	// so the batches). A batch
 	// ends at pipeBatchFrames frames or before it holds pipeBatchBytes bytes (pbatch.size).
-	pipeBatchesExtra = 3
+	pipeBatchesExtra = 4
 	pipeWorkersMax   = 16
 )
 
@@ -100,10 +110,11 @@ func pipelineWorkers(workers int) int {
 	return min(workers, pipeWorkersMax)
 }
 
-func newPipeline(files []*trace.File, src trace.Reader, merger *trace.Merger, opts Options, workers int) *pipeline {
+func newPipeline(files []*trace.File, src trace.Reader, merger *trace.Merger, opts Options, workers int,
+	count func(b *pbatch, i int)) *pipeline {
 	n := workers + pipeBatchesExtra
-	p := &pipeline{src: src, merger: merger, port: opts.Port, skipCRC: opts.SkipICRC,
-		free: make(chan *pbatch, n), work: make(chan *pbatch, n), ordered: make(chan *pbatch, n),
+	p := &pipeline{src: src, merger: merger, port: opts.Port, skipCRC: opts.SkipICRC, count: count,
+		free: make(chan *pbatch, n), work: make(chan *pbatch, n), ordered: make(chan *pbatch, n), counted: make(chan *pbatch, n),
 		done: make(chan struct{}), reading: make([]*rbuf, len(files)), taken: make([]*rbuf, len(files))}
 	if p.port == 0 {
 		p.port = roce.UDPPort
@@ -119,6 +130,8 @@ func newPipeline(files []*trace.File, src trace.Reader, merger *trace.Merger, op
 	}
 	p.reader.Add(1)
 	go p.read()
+	p.counter.Add(1)
+	go p.countBatches()
 	for i := 0; i < workers; i++ {
 		p.workers.Add(1)
 		go p.decode()
@@ -278,24 +291,40 @@ func (p *pipeline) decode() {
 	}
 }
 
+// countBatches is stage 4: it counts the batches the consumer is done with, then frees them for the reader.
+func (p *pipeline) countBatches() {
+	defer p.counter.Done()
+	for b := range p.counted {
+		for i := range b.pkts {
+			p.count(b, i)
+		}
+		for _, r := range b.bufs {
+			p.unhold(r)
+		}
+		p.free <- b // never blocks: the channel holds every batch there is
+	}
+}
+
 // errStopped is what reading a Source after Report or Close returns before the end of the stream.
 var errStopped = errors.New("the capture's reading was stopped (Report or Close) before its end")
 
 // next returns the next packet of the stream with its decoding, or the error that ended the stream.
 func (p *pipeline) next() (pk *trace.Packet, origin int, dec *roce.Packet, ok bool, icrc roce.ICRCStatus, err error) {
 	for p.cur == nil || p.pos == len(p.cur.pkts) {
-		if p.cur != nil {
-			if p.cur.err != nil {
-				return nil, 0, nil, false, 0, p.cur.err
-			}
-			for _, r := range p.cur.bufs {
-				p.unhold(r)
-			}
-			p.free <- p.cur
-			p.cur = nil
+		if p.err != nil {
+			return nil, 0, nil, false, 0, p.err
 		}
 		if p.stopped {
 			return nil, 0, nil, false, 0, errStopped
+		}
+		if b := p.cur; b != nil {
+			p.cur = nil
+			err := b.err   // read before the counter may free the batch
+			p.counted <- b // never blocks: the channel holds every batch there is
+			if err != nil {
+				p.err = err
+				continue
+			}
 		}
 		b := <-p.ordered // the reader sends a batch with an error last, so the stream never runs dry
 		<-b.ready
@@ -306,12 +335,20 @@ func (p *pipeline) next() (pk *trace.Packet, origin int, dec *roce.Packet, ok bo
 	return &b.pkts[i], b.origin[i], &b.dec[i], b.ok[i], b.icrc[i], nil
 }
 
-// stop ends the goroutines and waits for them; the stream's readers are no longer touched afterwards.
+// stop ends the goroutines and waits for them, and counts the packets the consumer read of the batch it is in:
+// the summary then holds every packet read, and the stream's readers are no longer touched.
 func (p *pipeline) stop() {
 	if p.stopped {
 		return
 	}
 	p.stopped = true
+	close(p.counted)
+	p.counter.Wait()
+	if p.cur != nil {
+		for i := 0; i < p.pos; i++ {
+			p.count(p.cur, i)
+		}
+	}
 	close(p.done)
 	p.reader.Wait()
 	p.workers.Wait()

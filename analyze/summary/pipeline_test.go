@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,6 +208,45 @@ func TestPipelineMemoryBounded(t *testing.T) {
 		}
 		if limit := (workers + pipeBatchesExtra + 2) * (pipeBatchBytes + 4*largest); p.allocated > limit || int64(limit) > st.Size()/3 {
 			t.Errorf("%s: %d bytes of read buffers allocated reading %d bytes; want at most %d (a few batches)", c.name, p.allocated, st.Size(), limit)
+		}
+	}
+}
+
+// TestPipelineReportMidway: a report taken after reading part of the stream counts exactly the packets read,
+// as the one-worker path's does, whether the read stopped inside a batch, at its end or in the first one (the
+// counter stage counts the batches the reader is done with; stop counts the rest of the one it is in).
+func TestPipelineReportMidway(t *testing.T) {
+	paths := pipelineCaptures(t)
+	partial := func(workers, n int) string {
+		src, err := Open(paths, Options{Workers: workers, TopFlows: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		for i := 0; i < n; i++ {
+			if _, err := src.Next(); err != nil {
+				t.Fatalf("%d workers: packet %d: %v", workers, i, err)
+			}
+		}
+		r, err := src.Report()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, n := range []int{0, 1, 100, pipeBatchFrames - 1, pipeBatchFrames, pipeBatchFrames + 1, 3*pipeBatchFrames + 17, 5999} {
+		want := partial(1, n)
+		if !strings.Contains(want, fmt.Sprintf(`"packets":%d,`, n)) {
+			t.Fatalf("%d packets read: one-worker report %.200s", n, want)
+		}
+		for _, w := range []int{2, 5} {
+			if got := partial(w, n); got != want {
+				t.Errorf("%d packets read, %d workers: the report differs from the one-worker path's\n got %.300s\nwant %.300s", n, w, got, want)
+			}
 		}
 	}
 }
