@@ -14,7 +14,8 @@ import (
 //
 //  1. one reader goroutine reads the merged stream (file parsing, the merge) and copies the packets into
 //     batches;
-//  2. decoder goroutines decode each batch's frames and verify their ICRCs, batches in parallel;
+//  2. decoder goroutines decode each batch's frames and verify their ICRCs, batches in parallel (the consumer
+//     decodes a batch itself when it reaches it before any decoder took it up);
 //  3. the consumer (Source.Next, on the caller's goroutine) takes the batches back in stream order and hands
 //     out their packets with the stage-2 decoding (the analyzers read them);
 //  4. one counter goroutine takes each batch the consumer is done with, in stream order, and counts its packets
@@ -40,14 +41,15 @@ type pipeline struct {
 	filling        *pbatch
 	poolMu         sync.Mutex
 	pool           []*rbuf
-	// allocated is the bytes of read buffers the pool allocated; largest the largest size a sent batch had
-	// (tests).
-	allocated, largest int
+	// allocated is the bytes of read buffers the pool allocated; largest the largest size a sent batch had;
+	// selfDecoded the batches the consumer decoded itself, passed the work items decoders found claimed (tests).
+	allocated, largest, selfDecoded int
+	passed                          atomic.Int64
 
-	free    chan *pbatch // batches the reader may fill
-	work    chan *pbatch // batches for the decoders
-	ordered chan *pbatch // every filled batch, in stream order, for the consumer
-	counted chan *pbatch // every batch the consumer is done with, in stream order, for the counter
+	free    chan *pbatch  // batches the reader may fill
+	work    chan workItem // batches for the decoders
+	ordered chan *pbatch  // every filled batch, in stream order, for the consumer
+	counted chan *pbatch  // every batch the consumer is done with, in stream order, for the counter
 	done    chan struct{}
 	reader  sync.WaitGroup
 	workers sync.WaitGroup
@@ -72,9 +74,16 @@ type pbatch struct {
 	ok     []bool         // DecodePort's result; false for other link types
 	icrc   []roce.ICRCStatus
 	err    error         // what ended the stream after these packets (io.EOF at the end)
-	ready  chan struct{} // stage 2 is done with the batch
-	used   int           // packets in the batch's last use
-	bufs   []*rbuf       // the read buffers the packets may point into
+	ready  chan struct{} // stage 2 is done with the batch (sent by the decoder that claimed it)
+	// claim is use<<1, with the low bit set by whoever decodes the batch in its use-th use: a decoder, or the
+	// consumer when it reaches the batch before any decoder took it up (it then decodes it itself instead of
+	// waiting: on a busy machine the decoders may not be running). A decoder that finds the batch in the work
+	// queue only after the consumer decoded it, and the batch went round to be filled again, holds an old use
+	// and leaves it alone.
+	claim atomic.Uint64
+	use   uint64
+	used  int     // packets in the batch's last use
+	bufs  []*rbuf // the read buffers the packets may point into
 }
 
 // rbuf is a read buffer of a file, recycled when nothing holds it: the file while it reads into it, and every
@@ -93,6 +102,10 @@ const (
 	pipeBatchesExtra = 4
 	pipeWorkersMax   = 16
 )
+
+// pipeHoldDecoders, when not nil, holds the decoders back until it is closed (tests: the consumer then decodes
+// the batches itself, and the decoders find old work items).
+var pipeHoldDecoders chan struct{}
 
 // pipeReadBuffer is the size of the files' read buffers, pipeBatchBytes the memory a batch holds at most
 // (tests shrink them to recycle buffers and end batches often).
@@ -114,7 +127,7 @@ func newPipeline(files []*trace.File, src trace.Reader, merger *trace.Merger, op
 	count func(b *pbatch, i int)) *pipeline {
 	n := workers + pipeBatchesExtra
 	p := &pipeline{src: src, merger: merger, port: opts.Port, skipCRC: opts.SkipICRC, count: count,
-		free: make(chan *pbatch, n), work: make(chan *pbatch, n), ordered: make(chan *pbatch, n), counted: make(chan *pbatch, n),
+		free: make(chan *pbatch, n), work: make(chan workItem, n), ordered: make(chan *pbatch, n), counted: make(chan *pbatch, n),
 		done: make(chan struct{}), reading: make([]*rbuf, len(files)), taken: make([]*rbuf, len(files))}
 	if p.port == 0 {
 		p.port = roce.UDPPort
@@ -194,6 +207,8 @@ func (p *pipeline) start(b *pbatch) {
 	clear(b.bufs)
 	b.bytes, b.held, b.notes, b.pkts, b.origin, b.err, b.bufs = 0, 0, 0, b.pkts[:0], b.origin[:0], nil, b.bufs[:0]
 	p.filling = b
+	b.use++
+	b.claim.Store(b.use << 1)
 	for _, r := range p.reading {
 		if r != nil {
 			p.hold(b, r)
@@ -267,27 +282,48 @@ func (p *pipeline) send(b *pbatch) {
 	b.used = len(b.pkts)
 	p.largest = max(p.largest, max(b.bytes, b.held)+b.notes)
 	p.ordered <- b // never blocks: the channels hold every batch there is
-	p.work <- b
+	select {
+	case p.work <- workItem{b, b.use}:
+	default: // the decoders are behind (work items of batches the consumer decoded itself): it will decode this one
+	}
+}
+
+// workItem is a batch for the decoders in its use-th use (pbatch.claim).
+type workItem struct {
+	b   *pbatch
+	use uint64
 }
 
 // decode is stage 2.
 func (p *pipeline) decode() {
 	defer p.workers.Done()
-	for b := range p.work {
-		for i := range b.pkts {
-			pk := &b.pkts[i]
-			d := &b.dec[i]
-			b.ok[i], b.icrc[i] = false, roce.ICRCNotCheckable
-			if pk.LinkType != trace.LinkTypeEthernet {
-				continue
-			}
-			ok := d.DecodePort(pk.Data, pk.OrigLen, p.port)
-			b.ok[i] = ok
-			if ok && !p.skipCRC && !d.Truncated {
-				b.icrc[i] = d.CheckICRC()
-			}
+	if pipeHoldDecoders != nil {
+		<-pipeHoldDecoders
+	}
+	for w := range p.work {
+		if b := w.b; b.claim.CompareAndSwap(w.use<<1, w.use<<1|1) {
+			p.decodeBatch(b)
+			b.ready <- struct{}{}
+		} else {
+			p.passed.Add(1)
 		}
-		b.ready <- struct{}{}
+	}
+}
+
+// decodeBatch decodes a batch's frames and verifies their ICRCs.
+func (p *pipeline) decodeBatch(b *pbatch) {
+	for i := range b.pkts {
+		pk := &b.pkts[i]
+		d := &b.dec[i]
+		b.ok[i], b.icrc[i] = false, roce.ICRCNotCheckable
+		if pk.LinkType != trace.LinkTypeEthernet {
+			continue
+		}
+		ok := d.DecodePort(pk.Data, pk.OrigLen, p.port)
+		b.ok[i] = ok
+		if ok && !p.skipCRC && !d.Truncated {
+			b.icrc[i] = d.CheckICRC()
+		}
 	}
 }
 
@@ -327,7 +363,12 @@ func (p *pipeline) next() (pk *trace.Packet, origin int, dec *roce.Packet, ok bo
 			}
 		}
 		b := <-p.ordered // the reader sends a batch with an error last, so the stream never runs dry
-		<-b.ready
+		if b.claim.CompareAndSwap(b.use<<1, b.use<<1|1) {
+			p.decodeBatch(b)
+			p.selfDecoded++
+		} else {
+			<-b.ready
+		}
 		p.cur, p.pos = b, 0
 	}
 	b, i := p.cur, p.pos

@@ -250,3 +250,43 @@ func TestPipelineReportMidway(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineConsumerDecodes: with the decoders held back, the consumer decodes the batches itself (the reader
+// drops the work items the queue has no room for, rather than wait); released midway, the decoders find work
+// items of batches the consumer took (some already filled again) and leave them; the report is the one-worker
+// path's.
+func TestPipelineConsumerDecodes(t *testing.T) {
+	paths := pipelineCaptures(t)
+	want := reportJSON(t, paths, 1)
+	defer func() { pipeHoldDecoders = nil }()
+	for _, release := range []int{3*pipeBatchFrames + 5, 5000} {
+		pipeHoldDecoders = make(chan struct{})
+		src, err := Open(paths, Options{Workers: 3, TopFlows: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for ; ; n++ {
+			if n == release {
+				close(pipeHoldDecoders)
+			}
+			if _, err := src.Next(); err != nil {
+				break
+			}
+		}
+		r, err := src.Report()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := src.pipe
+		src.Close()
+		b, _ := json.Marshal(r)
+		if string(b) != want || n != 6000 {
+			t.Errorf("decoders released after %d packets: %d packets; the report differs from the one-worker path's", release, n)
+		}
+		if p.selfDecoded < release/pipeBatchFrames || p.passed.Load() == 0 {
+			t.Errorf("decoders released after %d packets: the consumer decoded %d batches, the decoders passed %d work items; want at least %d and some",
+				release, p.selfDecoded, p.passed.Load(), release/pipeBatchFrames)
+		}
+	}
+}
