@@ -24,10 +24,10 @@ import (
 // Everything that depends on the order of the packets happens in stages 3 and 4, each in the stream's order
 // and each on one goroutine, so the report is the same as the one-worker path's whatever the number of workers
 // or cores. The summary counts exactly the packets the consumer read: a batch it left midway (Report before the
-// end) is counted up to there when the pipeline stops. Memory is bounded: a fixed
-// number of batches circulate between the stages, each holding the read buffers its frames lie in, the
-// packets' comments and their decodings; a batch ends before these pass pipeBatchBytes (size), whatever the
-// capture holds besides frames (unknown blocks, options).
+// end) is counted up to there when the pipeline stops. Memory is bounded: a fixed number of batches circulate
+// between the stages, each holding the read buffers its frames lie in, the packets' comments and their
+// decodings; a batch ends before these pass pipeBatchBytes (size), whatever the capture holds besides frames
+// (unknown blocks, options).
 type pipeline struct {
 	src     trace.Reader
 	merger  *trace.Merger
@@ -97,8 +97,8 @@ const (
 	pipeBatchFrames = 256
 	// workers + pipeBatchesExtra batches circulate: enough for every worker to have one while the reader fills
 	// one, the consumer reads another and the counter counts a third; pipeWorkersMax bounds the decoders (and
-	// so the batches). A batch
-	// ends at pipeBatchFrames frames or before it holds pipeBatchBytes bytes (pbatch.size).
+	// so the batches). A batch ends at pipeBatchFrames frames or before it holds pipeBatchBytes bytes
+	// (pbatch.size).
 	pipeBatchesExtra = 4
 	pipeWorkersMax   = 16
 )
