@@ -40,19 +40,43 @@ func (p *Packet) ComputeICRC() (uint32, bool) {
 
 // icrc computes the invariant CRC of frame d, whose network header starts at l3 (ipHdrLen bytes long), whose BTH
 // starts at bth and whose ICRC ends at end. s is scratch space of at least icrcScratch bytes: the masked headers
-// and the first payload bytes are gathered there so that the CRC runs as one long update (short updates miss
-// the carry-less-multiply fast path and cost as much as a kilobyte of payload).
+// and the first payload bytes are gathered there so that the CRC runs as long updates. Each update is a multiple
+// of 16 bytes and at least 64, all of which the carry-less-multiply path of hash/crc32 takes (it leaves a
+// length's last len%16 bytes, and any update under 64 bytes, to a table loop that costs as much as a few hundred
+// bytes of CLMUL): the first payload bytes gathered are as many as leave the rest a multiple of 16, and the
+// gathered block starts with the k zero bytes that make it one too, from the CRC state crcLead[k] that those
+// zeros take to crcAfterLRH (exact: a CRC's state moves through zero bytes by an invertible map).
 func icrc(s, d []byte, v Version, ipv6 bool, l3, ipHdrLen, bth, end int) uint32 {
+	h := BTHLen // the masked headers' length
+	if v == RoCEv2 && !ipv6 {
+		h += ipHdrLen
+	} else {
+		h += IPv6Len
+	}
+	if v == RoCEv2 {
+		h += UDPLen
+	}
+	rest := d[bth+BTHLen : end-ICRCLen]
+	r := len(rest)
+	var n, k int // payload bytes gathered, zero bytes leading
+	if t := (max(h+r, 64) + 15) &^ 15; t <= cap(s) {
+		n, k = r, t-h-r // everything in one update
+	} else {
+		n = min(cap(s)-h-15, r-64)
+		n -= (n - r) & 15 // the rest, r-n >= 64, a multiple of 16
+		k = -(h + n) & 15
+	}
+	s = append(s, zeros[:k]...)
 	if v == RoCEv2 && !ipv6 {
 		s = append(s, d[l3:l3+ipHdrLen]...)
-		s[1] = 0xff // TOS
-		s[8] = 0xff // TTL
-		s[10], s[11] = 0xff, 0xff
+		s[k+1] = 0xff // TOS
+		s[k+8] = 0xff // TTL
+		s[k+10], s[k+11] = 0xff, 0xff
 	} else { // IPv6 header or GRH: version kept, traffic class + flow label + hop limit masked
 		s = append(s, d[l3:l3+IPv6Len]...)
-		s[0] |= 0x0f
-		s[1], s[2], s[3] = 0xff, 0xff, 0xff
-		s[7] = 0xff
+		s[k] |= 0x0f
+		s[k+1], s[k+2], s[k+3] = 0xff, 0xff, 0xff
+		s[k+7] = 0xff
 	}
 	if v == RoCEv2 {
 		u := l3 + ipHdrLen
@@ -61,11 +85,41 @@ func icrc(s, d []byte, v Version, ipv6 bool, l3, ipHdrLen, bth, end int) uint32 
 	}
 	s = append(s, d[bth:bth+BTHLen]...)
 	s[len(s)-BTHLen+4] = 0xff
-	rest := d[bth+BTHLen : end-ICRCLen]
-	n := min(len(rest), cap(s)-len(s))
 	s = append(s, rest[:n]...)
-	crc := crc32.Update(crcAfterLRH, crc32.IEEETable, s)
+	crc := crc32.Update(crcLead[k], crc32.IEEETable, s)
+	if n == r {
+		return crc
+	}
 	return crc32.Update(crc, crc32.IEEETable, rest[n:])
+}
+
+// icrcLeadMax bounds the zero bytes icrc puts before the headers: up to 15 to round a length up to a multiple of
+// 16, and up to 64 - 40 (the shortest headers: IPv4, UDP, BTH) to make a short packet's one update 64 bytes.
+const icrcLeadMax = 32
+
+var zeros [icrcLeadMax]byte
+
+// crcLead[k] is the CRC-32 state (as hash/crc32.Update takes and returns it) from which k zero bytes lead to
+// crcAfterLRH.
+var crcLead = leadStates(crcAfterLRH)
+
+// leadStates returns, for k = 0 .. icrcLeadMax-1, the state from which k zero bytes lead to the state want. One
+// zero byte takes the register x (hash/crc32's state inverted) to tab[x&0xff] ^ x>>8, whose top byte is the
+// top byte of tab[x&0xff]; the top bytes of the table's 256 entries differ, so the step back is unique.
+func leadStates(want uint32) [icrcLeadMax]uint32 {
+	tab := crc32.IEEETable
+	var byTop [256]byte
+	for i, e := range tab {
+		byTop[e>>24] = byte(i)
+	}
+	var out [icrcLeadMax]uint32
+	x := ^want
+	for k := range out {
+		out[k] = ^x
+		i := byTop[x>>24]
+		x = (x^tab[i])<<8 | uint32(i)
+	}
+	return out
 }
 
 // CheckICRC verifies the packet's invariant CRC.

@@ -147,6 +147,8 @@ type Source struct {
 	decoded bool
 	// untagged is set when some file with packets is not Lumina-tagged (IsMirrorTagged).
 	untagged bool
+	// port4791: the frames are decoded as RoCE on the RoCEv2 port (the decoding Decoded returns).
+	port4791 bool
 }
 
 // Open opens the captures at paths and merges them as Analyze does. Read the packets with Next until it
@@ -208,6 +210,7 @@ func Open(paths []string, opts Options) (*Source, error) {
 		s.files = append(s.files, f)
 	}
 	s.stats = NewStats(opts)
+	s.port4791 = s.stats.opts.Port == roce.UDPPort
 	s.stats.SetMirrorTagged(order == OrderMirror)
 	s.perFile = make([]int64, len(s.files))
 	s.src = s.files[0]
@@ -220,7 +223,7 @@ func Open(paths []string, opts Options) (*Source, error) {
 		s.src = s.merger
 	}
 	if w := pipelineWorkers(opts.Workers); w > 1 {
-		s.pipe = newPipeline(s.files, s.src, s.merger, opts, w)
+		s.pipe = newPipeline(s.files, s.src, s.merger, opts, w, s.count)
 	}
 	return s, nil
 }
@@ -233,7 +236,8 @@ func (s *Source) MirrorTagged() bool { return !s.untagged }
 // Order returns the merge order in use (time or mirror-seq; auto resolved).
 func (s *Source) Order() Order { return s.order }
 
-// Next returns the next packet of the merged stream, after counting it into the summary. The packet is valid
+// Next returns the next packet of the merged stream, counted into the summary (with several workers, by the
+// pipeline once the caller is done with the packet's batch; Report holds every packet read). The packet is valid
 // until the following call. A read error is kept for Report.
 func (s *Source) Next() (*trace.Packet, error) {
 	if s.readErr != nil {
@@ -245,17 +249,11 @@ func (s *Source) Next() (*trace.Packet, error) {
 		err error
 	)
 	if s.pipe != nil {
-		var ok bool
-		var icrc roce.ICRCStatus
-		p, in, s.dec, ok, icrc, err = s.pipe.next()
+		// The pipeline's counter counts the packet into the summary once the consumer is done with its batch.
+		p, _, s.dec, _, _, err = s.pipe.next()
 		if err == nil {
-			s.decoded = false
-			if p.LinkType == trace.LinkTypeEthernet {
-				s.stats.addDecoded(p.Data, p.OrigLen, p.Timestamp, s.dec, ok, icrc)
-				s.decoded = s.stats.opts.Port == roce.UDPPort
-			} else {
-				s.stats.Add(p)
-			}
+			s.decoded = p.LinkType == trace.LinkTypeEthernet && s.port4791
+			return p, nil
 		}
 	} else {
 		p, err = s.src.Next()
@@ -274,13 +272,29 @@ func (s *Source) Next() (*trace.Packet, error) {
 		}
 		return nil, err
 	}
+	s.tally(p, in)
+	return p, nil
+}
+
+// count counts packet i of a pipeline's batch into the summary (the pipeline's counter stage, in stream order).
+func (s *Source) count(b *pbatch, i int) {
+	p := &b.pkts[i]
+	if p.LinkType == trace.LinkTypeEthernet {
+		s.stats.addDecoded(p.Data, p.OrigLen, p.Timestamp, &b.dec[i], b.ok[i], b.icrc[i])
+	} else {
+		s.stats.Add(p)
+	}
+	s.tally(p, b.origin[i])
+}
+
+// tally counts a packet of input file in into the per-file counts and the integrity check.
+func (s *Source) tally(p *trace.Packet, in int) {
 	s.perFile[in]++
 	if s.integrity != nil {
 		m, _ := roce.DecodeMirror(p.Data) // a packet without metadata shows as seq 0, out of the sequence space
 		s.integrity.Add(s.merged, m)
 	}
 	s.merged++
-	return p, nil
 }
 
 // Decoded returns the decoding of the packet Next returned last (on the RoCEv2 port 4791), so that the

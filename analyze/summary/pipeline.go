@@ -10,19 +10,24 @@ import (
 	"github.com/lumina-go/lumina/trace"
 )
 
-// pipeline spreads the per-packet work of a Source over the cores in three stages:
+// pipeline spreads the per-packet work of a Source over the cores in four stages:
 //
 //  1. one reader goroutine reads the merged stream (file parsing, the merge) and copies the packets into
 //     batches;
-//  2. decoder goroutines decode each batch's frames and verify their ICRCs, batches in parallel;
-//  3. the consumer (Source.Next, on the caller's goroutine) takes the batches back in stream order and
-//     counts every packet into the summary; the analyzers reading the Source use the stage-2 decoding.
+//  2. decoder goroutines decode each batch's frames and verify their ICRCs, batches in parallel (the consumer
+//     decodes a batch itself when it reaches it before any decoder took it up);
+//  3. the consumer (Source.Next, on the caller's goroutine) takes the batches back in stream order and hands
+//     out their packets with the stage-2 decoding (the analyzers read them);
+//  4. one counter goroutine takes each batch the consumer is done with, in stream order, and counts its packets
+//     into the summary (Source.count), while the consumer goes on with the next batch.
 //
-// Everything that depends on the order of the packets happens in stage 3, in the stream's order, so the report
-// is the same as the one-worker path's whatever the number of workers or cores. Memory is bounded: a fixed
-// number of batches circulate between the stages, each holding the read buffers its frames lie in, the
-// packets' comments and their decodings; a batch ends before these pass pipeBatchBytes (size), whatever the
-// capture holds besides frames (unknown blocks, options).
+// Everything that depends on the order of the packets happens in stages 3 and 4, each in the stream's order
+// and each on one goroutine, so the report is the same as the one-worker path's whatever the number of workers
+// or cores. The summary counts exactly the packets the consumer read: a batch it left midway (Report before the
+// end) is counted up to there when the pipeline stops. Memory is bounded: a fixed number of batches circulate
+// between the stages, each holding the read buffers its frames lie in, the packets' comments and their
+// decodings; a batch ends before these pass pipeBatchBytes (size), whatever the capture holds besides frames
+// (unknown blocks, options).
 type pipeline struct {
 	src     trace.Reader
 	merger  *trace.Merger
@@ -36,20 +41,26 @@ type pipeline struct {
 	filling        *pbatch
 	poolMu         sync.Mutex
 	pool           []*rbuf
-	// allocated is the bytes of read buffers the pool allocated; largest the largest size a sent batch had
-	// (tests).
-	allocated, largest int
+	// allocated is the bytes of read buffers the pool allocated; largest the largest size a sent batch had;
+	// selfDecoded the batches the consumer decoded itself, passed the work items decoders found claimed (tests).
+	allocated, largest, selfDecoded int
+	passed                          atomic.Int64
 
-	free    chan *pbatch // batches the reader may fill
-	work    chan *pbatch // batches for the decoders
-	ordered chan *pbatch // every filled batch, in stream order, for the consumer
+	free    chan *pbatch  // batches the reader may fill
+	work    chan workItem // batches for the decoders
+	ordered chan *pbatch  // every filled batch, in stream order, for the consumer
+	counted chan *pbatch  // every batch the consumer is done with, in stream order, for the counter
 	done    chan struct{}
 	reader  sync.WaitGroup
 	workers sync.WaitGroup
+	counter sync.WaitGroup
 	stopped bool
+	// count counts packet i of b into the summary (stage 4; Source.count).
+	count func(b *pbatch, i int)
 
 	cur *pbatch // the batch the consumer reads
 	pos int     // index in cur of the next packet
+	err error   // what ended the stream, once the consumer reached it
 }
 
 // pbatch is a run of consecutive packets of the stream.
@@ -63,9 +74,16 @@ type pbatch struct {
 	ok     []bool         // DecodePort's result; false for other link types
 	icrc   []roce.ICRCStatus
 	err    error         // what ended the stream after these packets (io.EOF at the end)
-	ready  chan struct{} // stage 2 is done with the batch
-	used   int           // packets in the batch's last use
-	bufs   []*rbuf       // the read buffers the packets may point into
+	ready  chan struct{} // stage 2 is done with the batch (sent by the decoder that claimed it)
+	// claim is use<<1, with the low bit set by whoever decodes the batch in its use-th use: a decoder, or the
+	// consumer when it reaches the batch before any decoder took it up (it then decodes it itself instead of
+	// waiting: on a busy machine the decoders may not be running). A decoder that finds the batch in the work
+	// queue only after the consumer decoded it, and the batch went round to be filled again, holds an old use
+	// and leaves it alone.
+	claim atomic.Uint64
+	use   uint64
+	used  int     // packets in the batch's last use
+	bufs  []*rbuf // the read buffers the packets may point into
 }
 
 // rbuf is a read buffer of a file, recycled when nothing holds it: the file while it reads into it, and every
@@ -78,11 +96,16 @@ type rbuf struct {
 const (
 	pipeBatchFrames = 256
 	// workers + pipeBatchesExtra batches circulate: enough for every worker to have one while the reader fills
-	// one and the consumer reads another; pipeWorkersMax bounds the decoders (and so the batches). A batch
-	// ends at pipeBatchFrames frames or before it holds pipeBatchBytes bytes (pbatch.size).
-	pipeBatchesExtra = 3
+	// one, the consumer reads another and the counter counts a third; pipeWorkersMax bounds the decoders (and
+	// so the batches). A batch ends at pipeBatchFrames frames or before it holds pipeBatchBytes bytes
+	// (pbatch.size).
+	pipeBatchesExtra = 4
 	pipeWorkersMax   = 16
 )
+
+// pipeHoldDecoders, when not nil, holds the decoders back until it is closed (tests: the consumer then decodes
+// the batches itself, and the decoders find old work items).
+var pipeHoldDecoders chan struct{}
 
 // pipeReadBuffer is the size of the files' read buffers, pipeBatchBytes the memory a batch holds at most
 // (tests shrink them to recycle buffers and end batches often).
@@ -100,10 +123,11 @@ func pipelineWorkers(workers int) int {
 	return min(workers, pipeWorkersMax)
 }
 
-func newPipeline(files []*trace.File, src trace.Reader, merger *trace.Merger, opts Options, workers int) *pipeline {
+func newPipeline(files []*trace.File, src trace.Reader, merger *trace.Merger, opts Options, workers int,
+	count func(b *pbatch, i int)) *pipeline {
 	n := workers + pipeBatchesExtra
-	p := &pipeline{src: src, merger: merger, port: opts.Port, skipCRC: opts.SkipICRC,
-		free: make(chan *pbatch, n), work: make(chan *pbatch, n), ordered: make(chan *pbatch, n),
+	p := &pipeline{src: src, merger: merger, port: opts.Port, skipCRC: opts.SkipICRC, count: count,
+		free: make(chan *pbatch, n), work: make(chan workItem, n), ordered: make(chan *pbatch, n), counted: make(chan *pbatch, n),
 		done: make(chan struct{}), reading: make([]*rbuf, len(files)), taken: make([]*rbuf, len(files))}
 	if p.port == 0 {
 		p.port = roce.UDPPort
@@ -119,6 +143,8 @@ func newPipeline(files []*trace.File, src trace.Reader, merger *trace.Merger, op
 	}
 	p.reader.Add(1)
 	go p.read()
+	p.counter.Add(1)
+	go p.countBatches()
 	for i := 0; i < workers; i++ {
 		p.workers.Add(1)
 		go p.decode()
@@ -181,6 +207,8 @@ func (p *pipeline) start(b *pbatch) {
 	clear(b.bufs)
 	b.bytes, b.held, b.notes, b.pkts, b.origin, b.err, b.bufs = 0, 0, 0, b.pkts[:0], b.origin[:0], nil, b.bufs[:0]
 	p.filling = b
+	b.use++
+	b.claim.Store(b.use << 1)
 	for _, r := range p.reading {
 		if r != nil {
 			p.hold(b, r)
@@ -254,27 +282,62 @@ func (p *pipeline) send(b *pbatch) {
 	b.used = len(b.pkts)
 	p.largest = max(p.largest, max(b.bytes, b.held)+b.notes)
 	p.ordered <- b // never blocks: the channels hold every batch there is
-	p.work <- b
+	select {
+	case p.work <- workItem{b, b.use}:
+	default: // the decoders are behind (work items of batches the consumer decoded itself): it will decode this one
+	}
+}
+
+// workItem is a batch for the decoders in its use-th use (pbatch.claim).
+type workItem struct {
+	b   *pbatch
+	use uint64
 }
 
 // decode is stage 2.
 func (p *pipeline) decode() {
 	defer p.workers.Done()
-	for b := range p.work {
-		for i := range b.pkts {
-			pk := &b.pkts[i]
-			d := &b.dec[i]
-			b.ok[i], b.icrc[i] = false, roce.ICRCNotCheckable
-			if pk.LinkType != trace.LinkTypeEthernet {
-				continue
-			}
-			ok := d.DecodePort(pk.Data, pk.OrigLen, p.port)
-			b.ok[i] = ok
-			if ok && !p.skipCRC && !d.Truncated {
-				b.icrc[i] = d.CheckICRC()
-			}
+	if pipeHoldDecoders != nil {
+		<-pipeHoldDecoders
+	}
+	for w := range p.work {
+		if b := w.b; b.claim.CompareAndSwap(w.use<<1, w.use<<1|1) {
+			p.decodeBatch(b)
+			b.ready <- struct{}{}
+		} else {
+			p.passed.Add(1)
 		}
-		b.ready <- struct{}{}
+	}
+}
+
+// decodeBatch decodes a batch's frames and verifies their ICRCs.
+func (p *pipeline) decodeBatch(b *pbatch) {
+	for i := range b.pkts {
+		pk := &b.pkts[i]
+		d := &b.dec[i]
+		b.ok[i], b.icrc[i] = false, roce.ICRCNotCheckable
+		if pk.LinkType != trace.LinkTypeEthernet {
+			continue
+		}
+		ok := d.DecodePort(pk.Data, pk.OrigLen, p.port)
+		b.ok[i] = ok
+		if ok && !p.skipCRC && !d.Truncated {
+			b.icrc[i] = d.CheckICRC()
+		}
+	}
+}
+
+// countBatches is stage 4: it counts the batches the consumer is done with, then frees them for the reader.
+func (p *pipeline) countBatches() {
+	defer p.counter.Done()
+	for b := range p.counted {
+		for i := range b.pkts {
+			p.count(b, i)
+		}
+		for _, r := range b.bufs {
+			p.unhold(r)
+		}
+		p.free <- b // never blocks: the channel holds every batch there is
 	}
 }
 
@@ -284,21 +347,28 @@ var errStopped = errors.New("the capture's reading was stopped (Report or Close)
 // next returns the next packet of the stream with its decoding, or the error that ended the stream.
 func (p *pipeline) next() (pk *trace.Packet, origin int, dec *roce.Packet, ok bool, icrc roce.ICRCStatus, err error) {
 	for p.cur == nil || p.pos == len(p.cur.pkts) {
-		if p.cur != nil {
-			if p.cur.err != nil {
-				return nil, 0, nil, false, 0, p.cur.err
-			}
-			for _, r := range p.cur.bufs {
-				p.unhold(r)
-			}
-			p.free <- p.cur
-			p.cur = nil
+		if p.err != nil {
+			return nil, 0, nil, false, 0, p.err
 		}
 		if p.stopped {
 			return nil, 0, nil, false, 0, errStopped
 		}
+		if b := p.cur; b != nil {
+			p.cur = nil
+			err := b.err   // read before the counter may free the batch
+			p.counted <- b // never blocks: the channel holds every batch there is
+			if err != nil {
+				p.err = err
+				continue
+			}
+		}
 		b := <-p.ordered // the reader sends a batch with an error last, so the stream never runs dry
-		<-b.ready
+		if b.claim.CompareAndSwap(b.use<<1, b.use<<1|1) {
+			p.decodeBatch(b)
+			p.selfDecoded++
+		} else {
+			<-b.ready
+		}
 		p.cur, p.pos = b, 0
 	}
 	b, i := p.cur, p.pos
@@ -306,12 +376,20 @@ func (p *pipeline) next() (pk *trace.Packet, origin int, dec *roce.Packet, ok bo
 	return &b.pkts[i], b.origin[i], &b.dec[i], b.ok[i], b.icrc[i], nil
 }
 
-// stop ends the goroutines and waits for them; the stream's readers are no longer touched afterwards.
+// stop ends the goroutines and waits for them, and counts the packets the consumer read of the batch it is in:
+// the summary then holds every packet read, and the stream's readers are no longer touched.
 func (p *pipeline) stop() {
 	if p.stopped {
 		return
 	}
 	p.stopped = true
+	close(p.counted)
+	p.counter.Wait()
+	if p.cur != nil {
+		for i := 0; i < p.pos; i++ {
+			p.count(p.cur, i)
+		}
+	}
 	close(p.done)
 	p.reader.Wait()
 	p.workers.Wait()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,6 +208,85 @@ func TestPipelineMemoryBounded(t *testing.T) {
 		}
 		if limit := (workers + pipeBatchesExtra + 2) * (pipeBatchBytes + 4*largest); p.allocated > limit || int64(limit) > st.Size()/3 {
 			t.Errorf("%s: %d bytes of read buffers allocated reading %d bytes; want at most %d (a few batches)", c.name, p.allocated, st.Size(), limit)
+		}
+	}
+}
+
+// TestPipelineReportMidway: a report taken after reading part of the stream counts exactly the packets read,
+// as the one-worker path's does, whether the read stopped inside a batch, at its end or in the first one (the
+// counter stage counts the batches the reader is done with; stop counts the rest of the one it is in).
+func TestPipelineReportMidway(t *testing.T) {
+	paths := pipelineCaptures(t)
+	partial := func(workers, n int) string {
+		src, err := Open(paths, Options{Workers: workers, TopFlows: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		for i := 0; i < n; i++ {
+			if _, err := src.Next(); err != nil {
+				t.Fatalf("%d workers: packet %d: %v", workers, i, err)
+			}
+		}
+		r, err := src.Report()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, n := range []int{0, 1, 100, pipeBatchFrames - 1, pipeBatchFrames, pipeBatchFrames + 1, 3*pipeBatchFrames + 17, 5999} {
+		want := partial(1, n)
+		if !strings.Contains(want, fmt.Sprintf(`"packets":%d,`, n)) {
+			t.Fatalf("%d packets read: one-worker report %.200s", n, want)
+		}
+		for _, w := range []int{2, 5} {
+			if got := partial(w, n); got != want {
+				t.Errorf("%d packets read, %d workers: the report differs from the one-worker path's\n got %.300s\nwant %.300s", n, w, got, want)
+			}
+		}
+	}
+}
+
+// TestPipelineConsumerDecodes: with the decoders held back, the consumer decodes the batches itself (the reader
+// drops the work items the queue has no room for, rather than wait); released midway, the decoders find work
+// items of batches the consumer took (some already filled again) and leave them; the report is the one-worker
+// path's.
+func TestPipelineConsumerDecodes(t *testing.T) {
+	paths := pipelineCaptures(t)
+	want := reportJSON(t, paths, 1)
+	defer func() { pipeHoldDecoders = nil }()
+	for _, release := range []int{3*pipeBatchFrames + 5, 5000} {
+		pipeHoldDecoders = make(chan struct{})
+		src, err := Open(paths, Options{Workers: 3, TopFlows: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for ; ; n++ {
+			if n == release {
+				close(pipeHoldDecoders)
+			}
+			if _, err := src.Next(); err != nil {
+				break
+			}
+		}
+		r, err := src.Report()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := src.pipe
+		src.Close()
+		b, _ := json.Marshal(r)
+		if string(b) != want || n != 6000 {
+			t.Errorf("decoders released after %d packets: %d packets; the report differs from the one-worker path's", release, n)
+		}
+		if p.selfDecoded < release/pipeBatchFrames || p.passed.Load() == 0 {
+			t.Errorf("decoders released after %d packets: the consumer decoded %d batches, the decoders passed %d work items; want at least %d and some",
+				release, p.selfDecoded, p.passed.Load(), release/pipeBatchFrames)
 		}
 	}
 }
