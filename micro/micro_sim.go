@@ -214,6 +214,9 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 		if p.Micro == nil {
 			return nil, fmt.Errorf("host %c: profile %s has no micro section: the workload model needs the NIC's micro-architecture", 'A'+i, p.Name)
 		}
+		if err := p.CheckQPType(cfg.Workload.QPType); err != nil {
+			return nil, fmt.Errorf("host %c: %w", 'A'+i, err)
+		}
 	}
 	if cfg.WarmupNs <= 0 {
 		cfg.WarmupNs = defaultWarmupNs(&cfg)
