@@ -78,3 +78,25 @@ func TestProfileSpace(t *testing.T) {
 		t.Errorf("evaluating UC on p2100g: %v, want a refusal", err)
 	}
 }
+
+// TestWindowLimitedNotAnomalous: an RC READ workload of 3 QPs with 4 READs each in flight, both ways, from GPU
+// memory behind another PCIe switch, is limited by its own window once that window's round trip includes the
+// profile's host-path latency: the monitor calls it normal on p2100g (without that latency, its throughput was
+// more than 20% below the window's and it was judged low throughput).
+func TestWindowLimitedNotAnomalous(t *testing.T) {
+	ev, err := NewSimEvaluator("p2100g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := OrdinaryWorkload()
+	w.QPType, w.Opcode, w.NumQPs, w.MTU, w.WQEBatch, w.SGE, w.WQDepth = "rc", "read", 3, 4096, 4, 2, 4
+	w.NumMRs, w.MRSize, w.MsgSizes, w.Direction, w.Memory = 22, 28<<10, []int{288, 64, 2688}, "bi", "gpu-cross-switch"
+	m, err := ev.Evaluate(context.Background(), w, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := DefaultMonitor().Check(m); s != None || m.LimitGbps >= 100 {
+		t.Errorf("%s: symptom %q, tx %.1f Gb/s %.2f Mpps against limits %.1f Gb/s %.2f Mpps: want a window limit below the line and normal",
+			w.String(), s, m.TxGbps, m.TxMpps, m.LimitGbps, m.LimitMpps)
+	}
+}
