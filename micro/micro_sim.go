@@ -214,6 +214,9 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 		if p.Micro == nil {
 			return nil, fmt.Errorf("host %c: profile %s has no micro section: the workload model needs the NIC's micro-architecture", 'A'+i, p.Name)
 		}
+		if err := p.CheckQPType(cfg.Workload.QPType); err != nil {
+			return nil, fmt.Errorf("host %c: %w", 'A'+i, err)
+		}
 	}
 	if cfg.WarmupNs <= 0 {
 		cfg.WarmupNs = defaultWarmupNs(&cfg)
@@ -1496,14 +1499,19 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 }
 
 // unloadedRTTNs is the time from posting a message of msgWire bytes on the wire to its completion with nothing
-// else in the NIC: doorbell, WQE read, unit work, payload read, serialization, switch and cables, receive
-// processing and the payload write; an RC message (and a READ) also waits for its ACK (or response) to come
-// back. UC and UD complete when the last frame left.
+// else in the NIC: doorbell, WQE read, unit work, payload read (across the host path when the payload is in
+// remote-socket or GPU memory: the profile's latency of that path, as pcieRead applies it), serialization,
+// switch and cables, receive processing and the payload write; an RC message (and a READ) also waits for its
+// ACK (or response) to come back. UC and UD complete when the last frame left.
 func (s *msim) unloadedRTTNs(gbps, msgWire float64) float64 {
 	m := s.hosts[0].m
 	wire := float64(2*s.propPs+s.swLatPs) / psPerNs
+	reader := s.hosts[0] // the host whose memory the payload is read from: the responder for a READ
+	if s.w.Opcode == "read" {
+		reader = s.hosts[1]
+	}
 	t := float64(m.Tx.DoorbellNs+m.PCIe.ReadLatencyNs+m.Tx.WQENs+int64(s.w.SGE)*m.Tx.SGENs+m.PCIe.ReadLatencyNs) +
-		msgWire*8/gbps
+		float64(reader.pathLatPs)/psPerNs + msgWire*8/gbps
 	if s.w.QPType != "rc" {
 		return t
 	}

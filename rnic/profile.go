@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,6 +27,9 @@ type Profile struct {
 	MigReq bool `yaml:"migreq"`
 	// Transport is go-back-n (every real card) or irn (selective repeat, seed 002).
 	Transport string `yaml:"transport"`
+	// QPTypes are the QP types the NIC's driver can create (rc, uc, ud); empty: all three. A workload of another
+	// type is refused, and a search on the profile never proposes one (creating the QP fails on that NIC).
+	QPTypes []string `yaml:"qp-types,omitempty"`
 
 	Ack      AckPolicy      `yaml:"ack"`
 	Timing   Timing         `yaml:"timing"`
@@ -368,7 +372,42 @@ func (p *Profile) validateBasics() *ProfileError {
 	if p.Ack.AckReqEvery < 0 {
 		return verr("ack.ack-req-every", "%d: want >= 0", p.Ack.AckReqEvery)
 	}
+	if p.QPTypes != nil && len(p.QPTypes) == 0 {
+		return verr("qp-types", "empty: want a list of rc, uc and ud (leave it out for all three)")
+	}
+	for i, t := range p.QPTypes {
+		if !slices.Contains(AllQPTypes, t) {
+			return verr(fmt.Sprintf("qp-types[%d]", i), "%q: want rc, uc or ud", t)
+		}
+		if slices.Contains(p.QPTypes[:i], t) {
+			return verr(fmt.Sprintf("qp-types[%d]", i), "%q is listed twice", t)
+		}
+	}
 	return nil
+}
+
+// AllQPTypes are the QP types a profile may list (its default: all of them).
+var AllQPTypes = []string{"rc", "uc", "ud"}
+
+// SupportedQPTypes returns the QP types the NIC can create, in rc, uc, ud order.
+func (p *Profile) SupportedQPTypes() []string {
+	if len(p.QPTypes) == 0 {
+		return slices.Clone(AllQPTypes)
+	}
+	return slices.DeleteFunc(slices.Clone(AllQPTypes), func(t string) bool { return !slices.Contains(p.QPTypes, t) })
+}
+
+// SupportsQPType reports whether the NIC can create a QP of the type.
+func (p *Profile) SupportsQPType(t string) bool { return slices.Contains(p.SupportedQPTypes(), t) }
+
+// CheckQPType returns an error naming the field (qp_type) and the profile when the NIC cannot create QPs of the
+// type, nil otherwise.
+func (p *Profile) CheckQPType(t string) error {
+	if p.SupportsQPType(t) {
+		return nil
+	}
+	return fmt.Errorf("qp_type %s: profile %s cannot create %s QPs (its qp-types: %s)", t, p.Name,
+		strings.ToUpper(t), strings.Join(p.SupportedQPTypes(), ", "))
 }
 
 // validateTiming checks the NIC delays.

@@ -43,3 +43,40 @@ func Profiles() []string {
 	slices.Sort(out)
 	return out
 }
+
+// ProfileSpace narrows sp to the points the profile's NIC can create: it leaves out the QP types the profile
+// does not support (rnic.Profile.QPTypes), as Collie's search on that NIC would find creating such a QP fail. The
+// synthetic subsystem supports every type. The error says when nothing of sp is left.
+func ProfileSpace(profile string, sp Space) (Space, error) {
+	if profile == SyntheticProfile {
+		return sp, nil
+	}
+	p, err := rnic.LoadProfile(profile)
+	if err != nil {
+		return sp, err
+	}
+	sp.QPTypes = slices.DeleteFunc(slices.Clone(sp.QPTypes), func(t string) bool { return !p.SupportsQPType(t) })
+	if len(sp.QPTypes) == 0 {
+		return sp, fmt.Errorf("space: profile %s supports none of its qp_type values (its qp-types: %s)", p.Name,
+			strings.Join(p.SupportedQPTypes(), ", "))
+	}
+	return sp, nil
+}
+
+// CheckProfileSpace reports, naming the field and the profile, a QP type that sp asks for explicitly (a
+// restriction) and the profile's NIC cannot create.
+func CheckProfileSpace(profile string, sp Space) error {
+	if profile == SyntheticProfile {
+		return nil
+	}
+	p, err := rnic.LoadProfile(profile)
+	if err != nil {
+		return err
+	}
+	for _, t := range sp.QPTypes {
+		if err := p.CheckQPType(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}

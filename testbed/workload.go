@@ -33,6 +33,9 @@ func runWorkload(sc *scenario.Scenario, opts Options) error {
 			return badInputf("%s: workload: %s.nic.type %s has no micro section; expected a profile that models the NIC's caches and PCIe (cx6vpi-200g, p2100g or a file with a micro section)",
 				sc.Path, h.name, p.Name)
 		}
+		if err := p.CheckQPType(sc.Workload.QPType); err != nil {
+			return badInputf("%s: workload: %s.nic.type %s: %v", sc.Path, h.name, h.nic, err)
+		}
 		cfg.Profiles[i] = p
 	}
 	w := sc.Workload

@@ -1,7 +1,8 @@
 // Command agreement measures how well a simulated profile's anomaly regions match Collie's published
 // conditions (search/collie/anomalies.yaml): over a fixed, seeded sample of random points of the default search
 // space it evaluates each point on the profile, asks the search's monitor whether it is anomalous, and asks
-// whether some published condition of the profile's anomalies holds there.
+// whether some published condition of the profile's anomalies holds there. The space is the profile's
+// (search.ProfileSpace: without the QP types its NIC cannot create).
 //
 //	go run ./bench/agreement                          # cx6vpi-200g, collie-f and p2100g, 1,000 points each
 //	go run ./bench/agreement -profiles p2100g -n 200 -v
@@ -51,8 +52,12 @@ func run(profiles []string, n int, seed uint64, verbose bool) error {
 		if err != nil {
 			return err
 		}
+		sp, err := search.ProfileSpace(file, search.DefaultSpace())
+		if err != nil {
+			return err
+		}
 		start := time.Now()
-		r, err := search.Agreement(context.Background(), ev, search.DefaultSpace(), search.DefaultMonitor(), n, seed, 0,
+		r, err := search.Agreement(context.Background(), ev, sp, search.DefaultMonitor(), n, seed, 0,
 			func(w search.Workload) []int { return p.Predict(cat, w.Workload) })
 		if err != nil {
 			return err

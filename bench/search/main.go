@@ -118,7 +118,11 @@ func run(profile string, seeds, budget, points, refBudget int, svgPath string) e
 	if err != nil {
 		return err
 	}
-	classify, names, err := classifier(profile, ev, refBudget)
+	space, err := search.ProfileSpace(profile, search.DefaultSpace())
+	if err != nil {
+		return err
+	}
+	classify, names, err := classifier(profile, ev, space, refBudget)
 	if err != nil {
 		return err
 	}
@@ -129,6 +133,7 @@ func run(profile string, seeds, budget, points, refBudget int, svgPath string) e
 		for s := 1; s <= seeds; s++ {
 			cfg := search.DefaultConfig()
 			cfg.Algo, cfg.MFS, cfg.Budget, cfg.Seed, cfg.SA, cfg.Signals = v.algo, v.mfs, budget, uint64(s), saCfg, v.signals
+			cfg.Space = space
 			start := time.Now()
 			res, err := search.Search(context.Background(), ev, cfg)
 			if err != nil {
@@ -224,7 +229,7 @@ func checkpoints(budget, points int) []int {
 }
 
 // classifier returns how findings are attributed to anomalies, and the anomalies' names.
-func classifier(profile string, ev search.Evaluator, refBudget int) (func(search.Workload) []string, []string, error) {
+func classifier(profile string, ev search.Evaluator, space search.Space, refBudget int) (func(search.Workload) []string, []string, error) {
 	if syn, ok := ev.(*search.Synthetic); ok {
 		var names []string
 		for _, r := range syn.Regions {
@@ -257,7 +262,7 @@ func classifier(profile string, ev search.Evaluator, refBudget int) (func(search
 		}, names, nil
 	}
 	cfg := search.DefaultConfig()
-	cfg.Budget, cfg.Seed = refBudget, 1000
+	cfg.Budget, cfg.Seed, cfg.Space = refBudget, 1000, space
 	ref, err := search.Search(context.Background(), ev, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reference search: %w", err)

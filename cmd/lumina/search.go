@@ -62,6 +62,11 @@ evaluated in parallel and applied in proposal order, so the result is the same a
 				return badInput("%v", err)
 			}
 			queued := qf.q.URL != "" || cmd.Flags().Changed("workers")
+			// The profile's space: what its NIC cannot create (a QP type its driver refuses) is not a point.
+			full, err := search.ProfileSpace(profile, cfg.Space)
+			if err != nil {
+				return badInput("%v", err)
+			}
 			if restrict != "" {
 				data, err := os.ReadFile(restrict)
 				if err != nil {
@@ -71,8 +76,12 @@ evaluated in parallel and applied in proposal order, so the result is the same a
 				if err != nil {
 					return badInput("%v", err)
 				}
-				full := cfg.Space
+				if err := search.CheckProfileSpace(profile, sp); err != nil {
+					return badInput("%s: %v", restrict, err)
+				}
 				cfg.Space, cfg.MFSSpace = sp, &full
+			} else {
+				cfg.Space = full
 			}
 			if err := cfg.Check(); err != nil {
 				return badInput("%v", err)
