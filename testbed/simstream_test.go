@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -229,5 +230,37 @@ func TestTraceConsumerHearsTheFile(t *testing.T) {
 	}})
 	if err == nil || rec == nil || len(rec.ends) != 1 || rec.ends[0] == nil {
 		t.Fatalf("err %v; consumer %v; want the run failed and the consumer ended with an error", err, rec != nil)
+	}
+}
+
+// A run without a trace consumer (a campaign item, refgen) keeps none of its trace in memory: the heap in use
+// during a long run stays well below the trace's size.
+func TestStreamWithoutConsumerKeepsNoTrace(t *testing.T) {
+	sc, err := scenario.Load("../examples/listing2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Traffic.NumMsgsPerQP = 10000 // about 45 MB of trace
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base, peak := ms.HeapInuse, ms.HeapInuse
+	sample := func() {
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapInuse)
+	}
+	dir := filepath.Join(t.TempDir(), "r")
+	if err := Run(sc, Options{OutDir: dir, SimHooks: &SimHooks{Events: func(int64, uint64) { sample() }}}); err != nil {
+		t.Fatal(err)
+	}
+	sample()
+	fi, err := os.Stat(filepath.Join(dir, resultsdir.FileTrace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grew := int64(peak) - int64(base); fi.Size() < 30<<20 || grew > fi.Size()/4 {
+		t.Errorf("heap in use grew by %d MB during a run writing a %d MB trace; want well below it", grew>>20, fi.Size()>>20)
+	} else {
+		t.Logf("heap in use grew by %d MB during a run writing a %d MB trace", grew>>20, fi.Size()>>20)
 	}
 }
