@@ -201,3 +201,39 @@ func TestCampaignRecordsAsRunDoes(t *testing.T) {
 		t.Errorf("lumina run's record: %v; want a passed cx5 run with its metrics", rm)
 	}
 }
+
+// A campaign item judges its run as lumina run does (the trace judged while it is written): its analysis.json
+// is lumina run's, byte for byte.
+func TestCampaignItemAnalysisIsLuminaRuns(t *testing.T) {
+	dir := t.TempDir()
+	sc, err := filepath.Abs("../../examples/irn-selective-repeat.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("name: same\nscenarios: ["+sc+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"campaign", file, "--out", filepath.Join(dir, "camp"), "--workers", "1", "-q", "--no-history"}, &out, &errb); code > exitFailed {
+		t.Fatalf("campaign: exit %d; stderr: %s", code, errb.String())
+	}
+	items, err := filepath.Glob(filepath.Join(dir, "camp", "items", "*", "analysis.json"))
+	if err != nil || len(items) != 1 {
+		t.Fatalf("campaign items' analysis.json: %v %v; want one", items, err)
+	}
+	if code := run([]string{"run", sc, "--out", filepath.Join(dir, "run"), "-q", "--no-history"}, &out, &errb); code > exitFailed {
+		t.Fatalf("run: exit %d; stderr: %s", code, errb.String())
+	}
+	a, err := os.ReadFile(items[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "run", "analysis.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) < 1000 || !bytes.Equal(a, b) {
+		t.Errorf("the campaign item's analysis.json (%d bytes) differs from lumina run's (%d bytes)", len(a), len(b))
+	}
+}
