@@ -272,11 +272,15 @@ func runOne(ctx context.Context, it *queue.Item, p *runPayload, root string) (*R
 	}
 	var o *verdict.Outcome
 	var staged string
-	err = testbed.Run(sc, testbed.Options{OutDir: out, Staged: func(d string) { staged = d }, Finish: func(d string) (err error) {
+	var ts *verdict.Stream // a simulator run's trace is judged while it is written, as lumina run does
+	err = testbed.Run(sc, testbed.Options{OutDir: out, Staged: func(d string) { staged = d }, Trace: func(d string, conns []resultsdir.ConnRecord) testbed.TraceConsumer {
+		ts = verdict.NewStream(d, sc, conns)
+		return ts
+	}, Finish: func(d string) (err error) {
 		if ctx.Err() != nil {
 			return ctx.Err() // given up: the directory is not committed
 		}
-		o, err = verdict.Judge(d, sc)
+		o, err = verdict.JudgeStream(d, sc, ts)
 		if err == nil && ctx.Err() != nil {
 			err = ctx.Err()
 		}

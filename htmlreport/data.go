@@ -235,9 +235,10 @@ func (r *Run) fillAnalysis(an *analyze.Analysis, scope string) {
 	}
 }
 
-// quantile is the nearest-rank quantile of sorted values.
+// num is a pointer to v (for optional JSON numbers).
 func num(v float64) *float64 { return &v }
 
+// quantile is the nearest-rank quantile of sorted values.
 func quantile(s []float64, q float64) float64 {
 	i := int(q*float64(len(s))+0.999999) - 1
 	if i < 0 {

@@ -200,39 +200,80 @@ func removeMarked(dir string) error {
 
 // removeFilesConcurrently deletes the regular files under dir but its marker, several at once: freeing a large
 // file's pages is most of the time a replaced run's deletion takes (the dumps and trace of a long run), and the
-// cores are otherwise idle then. What it leaves (on an error) removeMarked deletes after it.
+// cores are otherwise idle then. What it leaves (on an error) removeMarked deletes after it. Every name is
+// unlinked relative to its directory's open descriptor, and directories are opened without following a
+// symlink: a symlink found in the tree, or swapped in for a directory after it was listed, never redirects a
+// deletion outside dir (a symlink itself is left to removeMarked, which unlinks it, not its target).
 func removeFilesConcurrently(dir string) {
 	type file struct {
-		path string
-		size int64
+		dirfd int
+		name  string
+		size  int64
 	}
-	marker := filepath.Join(dir, FileIncomplete)
 	var list []file
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && p != marker {
-			if fi, err := d.Info(); err == nil {
-				list = append(list, file{p, fi.Size()})
+	var dirfds []int
+	defer func() {
+		for _, fd := range dirfds {
+			unix.Close(fd)
+		}
+	}()
+	var walk func(fd int, top bool)
+	walk = func(fd int, top bool) {
+		dirfds = append(dirfds, fd)
+		dup, err := unix.Dup(fd) // read through a copy: fd stays open for the unlinks
+		if err != nil {
+			return
+		}
+		d := os.NewFile(uintptr(dup), dir)
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		for _, n := range names {
+			if top && n == FileIncomplete {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue
+			}
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+				list = append(list, file{fd, n, st.Size})
+			case unix.S_IFDIR:
+				if sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+					walk(sub, false)
+				}
 			}
 		}
-		return nil
-	})
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	walk(fd, true)
+	if listedHook != nil {
+		listedHook(dir)
+	}
 	// The largest first, so that the large ones are deleted side by side.
 	slices.SortFunc(list, func(a, b file) int { return cmp.Compare(b.size, a.size) })
-	files := make(chan string)
+	files := make(chan file)
 	var wg sync.WaitGroup
 	for range max(2, runtime.NumCPU()) {
 		wg.Go(func() {
-			for p := range files {
-				_ = os.Remove(p)
+			for f := range files {
+				_ = unix.Unlinkat(f.dirfd, f.name, 0)
 			}
 		})
 	}
 	for _, f := range list {
-		files <- f.path
+		files <- f
 	}
 	close(files)
 	wg.Wait()
 }
+
+// listedHook, when not nil, runs once removeFilesConcurrently has listed the files (a test swaps a directory
+// for a symlink there).
+var listedHook func(dir string)
 
 // Abort ends a run that failed. A run that failed on its input (nothing ran) leaves nothing behind; otherwise
 // the staging directory stays for inspection, its marker saying why, and the error says where it is.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/lumina-go/lumina/version"
@@ -36,7 +37,14 @@ type DirOptions struct {
 type savedConfig struct {
 	Profile string `json:"profile"`
 	Config  Config `json:"config"`
+	// MFSProbes is the generation of the minimal-feature-set probes (and the verify probes that follow them) the
+	// search's log records: absent (0) in a search written before msg_min and msg_max, whose probes followed
+	// msg_mix and differ, so that resuming one past them diverges.
+	MFSProbes int `json:"mfs_probes,omitempty"`
 }
+
+// mfsProbes is the generation of this version's MFS probes (savedConfig.MFSProbes).
+const mfsProbes = 2
 
 // RunDir runs a search that writes DIR/search.jsonl as it goes, then DIR/anomalies.json and one reproducing
 // scenario per anomaly under DIR/scenarios/. With Resume it replays DIR/search.jsonl (dropping a torn last
@@ -51,13 +59,19 @@ func RunDir(ctx context.Context, ev Evaluator, cfg Config, opt DirOptions) (*Res
 	}
 	logPath := filepath.Join(opt.Dir, LogFile)
 	cfgPath := filepath.Join(opt.Dir, ConfigFile)
+	probes, oldProbes := mfsProbes, false
 	if opt.Resume {
-		if err := checkSavedConfig(cfgPath, opt.Profile, cfg); err != nil {
+		saved, err := checkSavedConfig(cfgPath, opt.Profile, cfg)
+		if err != nil {
 			return nil, err
 		}
 		recs, good, err := ReadLog(logPath)
 		if err != nil {
 			return nil, err
+		}
+		// A log without MFS probes continues with this version's; one with an earlier version's keeps its mark.
+		if saved < mfsProbes && slices.ContainsFunc(recs, func(r Record) bool { return r.Kind == "mfs" || r.Kind == "verify" || r.Kind == "reduce" }) {
+			probes, oldProbes = saved, true
 		}
 		if err := os.Truncate(logPath, good); err != nil {
 			return nil, fmt.Errorf("dropping the torn last line of %s: %w", logPath, err)
@@ -66,7 +80,7 @@ func RunDir(ctx context.Context, ev Evaluator, cfg Config, opt DirOptions) (*Res
 	} else if st, err := os.Stat(logPath); err == nil && st.Size() > 0 {
 		return nil, fmt.Errorf("%s already holds a search: continue it with --resume or choose another --out", logPath)
 	}
-	sc, err := version.MarshalDocument(savedConfig{Profile: opt.Profile, Config: cfg})
+	sc, err := version.MarshalDocument(savedConfig{Profile: opt.Profile, Config: cfg, MFSProbes: probes})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the options: %w", err)
 	}
@@ -101,6 +115,10 @@ func RunDir(ctx context.Context, ev Evaluator, cfg Config, opt DirOptions) (*Res
 		}
 	}
 	res, serr := Search(ctx, ev, cfg)
+	if oldProbes && errors.Is(serr, errReplayDiverged) {
+		serr = fmt.Errorf("%s was written by an earlier version of lumina whose minimal-feature-set probes differ (msg_mix, now msg_min and msg_max), so it cannot be resumed past them (%w); start the search again with another --out",
+			logPath, errReplayDiverged)
+	}
 	if err := bw.Flush(); err != nil && serr == nil {
 		serr = fmt.Errorf("writing %s: %w", logPath, err)
 	}
@@ -144,17 +162,25 @@ func ReadLog(path string) (recs []Record, good int64, err error) {
 	return recs, good, nil
 }
 
-func checkSavedConfig(path, profile string, cfg Config) error {
+// checkSavedConfig checks that the search saved in path ran with the options now given (but the budget); it
+// returns the generation of its MFS probes (savedConfig.MFSProbes).
+func checkSavedConfig(path, profile string, cfg Config) (int, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s is missing: nothing to resume in this directory", path)
+		return 0, fmt.Errorf("%s is missing: nothing to resume in this directory", path)
 	}
 	if err != nil {
-		return fmt.Errorf("reading the options to resume: %w", err)
+		return 0, fmt.Errorf("reading the options to resume: %w", err)
 	}
 	var saved map[string]json.RawMessage
 	if err := json.Unmarshal(data, &saved); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	var probes int
+	if b, ok := saved["mfs_probes"]; ok {
+		if err := json.Unmarshal(b, &probes); err != nil {
+			return 0, fmt.Errorf("%s: mfs_probes: %w", path, err)
+		}
 	}
 	now, _ := json.Marshal(savedConfig{Profile: profile, Config: cfg})
 	var cur map[string]json.RawMessage
@@ -163,17 +189,17 @@ func checkSavedConfig(path, profile string, cfg Config) error {
 	json.Unmarshal(saved["config"], &a)
 	json.Unmarshal(cur["config"], &b)
 	if !jsonEqual(saved["profile"], cur["profile"]) {
-		return fmt.Errorf("%s: the search ran on profile %s, not %s; resume with the same options", path, saved["profile"], cur["profile"])
+		return 0, fmt.Errorf("%s: the search ran on profile %s, not %s; resume with the same options", path, saved["profile"], cur["profile"])
 	}
 	for k, v := range a {
 		if k == "budget" {
 			continue // a resumed search may go further
 		}
 		if !jsonEqual(v, b[k]) {
-			return fmt.Errorf("%s: the search ran with %s %s, now %s; resume with the same options", path, k, v, b[k])
+			return 0, fmt.Errorf("%s: the search ran with %s %s, now %s; resume with the same options", path, k, v, b[k])
 		}
 	}
-	return nil
+	return probes, nil
 }
 
 func jsonEqual(a, b json.RawMessage) bool {

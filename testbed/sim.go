@@ -52,8 +52,8 @@ type Options struct {
 	SimHooks *SimHooks
 
 	// flushes, when not nil, runs the fsyncs a run starts early (the simulator's dumps and trace, while the
-	// verdict stage works); Run waits for them before it commits the directory (which fsyncs every file).
-	flushes *sync.WaitGroup
+	// verdict stage works); Run waits for them before it commits the directory, and their error fails the run.
+	flushes *flushes
 	// recordAll keeps every mirrored packet's annotation in a simulator run (a test compares the trace it
 	// wrote as it ran with reconstruct's merge of its dumps).
 	recordAll bool
@@ -105,13 +105,15 @@ func Run(sc *scenario.Scenario, opts Options) error {
 	}
 	staged := opts
 	staged.OutDir = st.Dir
-	staged.flushes = new(sync.WaitGroup)
+	staged.flushes = new(flushes)
 	err = runStaged(sc, staged)
 	if err == nil && opts.Finish != nil {
 		meter(opts, "analyzing")
 		err = opts.Finish(st.Dir)
 	}
-	staged.flushes.Wait()
+	if ferr := staged.flushes.wait(); ferr != nil && err == nil {
+		err = ferr // not committed: a file may not be what was written
+	}
 	if err != nil {
 		var inv *InvalidRunError
 		if errors.As(err, &inv) {
@@ -483,12 +485,7 @@ func runSim(sc *scenario.Scenario, opts Options) (*rawResults, error) {
 			paths = append(paths, filepath.Join(opts.OutDir, resultsdir.DirDump, fmt.Sprintf("dumper-%d.pcap", i)))
 		}
 		for _, p := range paths { // each file on its own: the disk may write them together
-			opts.flushes.Go(func() {
-				if f, err := os.Open(p); err == nil {
-					f.Sync() // an error shows again in the commit's own fsync, which reports it
-					f.Close()
-				}
-			})
+			opts.flushes.start(p)
 		}
 	}
 	if err := writeRunFiles(opts.OutDir, sc, res, rec); err != nil {

@@ -65,9 +65,11 @@ type simStream struct {
 	clock    trace.Unwrap48
 	comment  []byte
 	// consumer hears the trace's bytes once they are in the file (Options.Trace); head keeps the bytes written
-	// before it is set (the header).
+	// before it is set (the header), until the first mirrored frame: no consumer comes after that (setConsumer),
+	// and a run without one keeps nothing of the trace (headDone).
 	consumer TraceConsumer
 	head     []byte
+	headDone bool
 }
 
 func newSimStream(dir string, dumps []*dumper, snap int, port uint16, base int,
@@ -162,6 +164,9 @@ var errAbandoned = errors.New("the run failed: its trace is not complete")
 func (st *simStream) writer() {
 	defer close(st.done)
 	for b := range st.work {
+		if !st.headDone { // the consumer, if any, was set before this batch was sent (setConsumer)
+			st.headDone, st.head = true, nil
+		}
 		for i := range b.recs {
 			r := &b.recs[i]
 			data := b.buf[r.off : r.off+r.n]
@@ -237,7 +242,9 @@ func (st *simStream) writeTrace() {
 		}
 		st.traceOut.b = b[:0]
 	} else {
-		st.head = append(st.head, st.traceOut.b...)
+		if !st.headDone {
+			st.head = append(st.head, st.traceOut.b...)
+		}
 		st.traceOut.b = st.traceOut.b[:0]
 	}
 }

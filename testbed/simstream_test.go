@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -139,35 +140,50 @@ traffic: {num-connections: 3, num-msgs-per-qp: 50, message-size: 1048576, mtu: 1
 	}
 }
 
-// recorder is a TraceConsumer that keeps what it is given, handing a used buffer back now and then.
+// recorder is a TraceConsumer that keeps the chunks it is given as they are (no copy), handing one back now
+// and then: the bytes it heard are read at End, so a chunk the writer changed after handing it over shows there.
 type recorder struct {
-	conns []resultsdir.ConnRecord
-	got   []byte
-	calls int
-	ends  []error
-	spare []byte
+	conns  []resultsdir.ConnRecord
+	chunks []heard
+	calls  int
+	ends   []error
+	got    []byte // at End: the chunks' bytes in order
 }
+
+// heard is a chunk given to the recorder: still its own (kept), or handed back (copied at that moment).
+type heard struct{ kept, copied []byte }
 
 func (r *recorder) Write(p []byte) []byte {
 	if len(r.ends) > 0 {
 		panic("Write after End")
 	}
-	r.got = append(r.got, p...)
+	r.chunks = append(r.chunks, heard{kept: p})
 	r.calls++
-	sp := r.spare
-	r.spare = p // p is the recorder's: the writer must not touch it after the call
-	return sp
+	if r.calls%2 == 0 && len(r.chunks) > 1 { // the one before this: the writer may fill it again
+		h := &r.chunks[len(r.chunks)-2]
+		sp := h.kept
+		h.copied, h.kept = append([]byte(nil), sp...), nil
+		return sp
+	}
+	return nil
 }
 
-func (r *recorder) End(err error) { r.ends = append(r.ends, err) }
+func (r *recorder) End(err error) {
+	r.ends = append(r.ends, err)
+	for _, h := range r.chunks {
+		r.got = append(r.got, h.kept...)
+		r.got = append(r.got, h.copied...)
+	}
+}
 
 // Options.Trace hears the run's connections (connections.json's records) and then exactly trace.pcapng's bytes,
-// in several writes, and one End(nil); a run that fails ends it with an error.
+// in several writes whose chunks the writer leaves alone once handed over, and one End(nil); a run that fails ends it with an error.
 func TestTraceConsumerHearsTheFile(t *testing.T) {
 	sc, err := scenario.Load("../examples/listing2.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc.Traffic.NumMsgsPerQP = 600 // a trace of several chunks (about 2.7 MB: frames cut to the snap length)
 	var rec *recorder
 	dir := filepath.Join(t.TempDir(), "r")
 	err = Run(sc, Options{OutDir: dir, Trace: func(d string, conns []resultsdir.ConnRecord) TraceConsumer {
@@ -188,8 +204,8 @@ func TestTraceConsumerHearsTheFile(t *testing.T) {
 		t.Fatalf("consumer: %v; got %d bytes of the file's %d, equal %v, ends %v", rec != nil, len(rec.got), len(file),
 			bytes.Equal(rec.got, file), rec.ends)
 	}
-	if rec.calls < 2 {
-		t.Fatalf("%d writes; the header and the packets come separately", rec.calls)
+	if rec.calls < 4 {
+		t.Fatalf("%d writes of a %d-byte trace; want the header and several chunks of packets", rec.calls, len(file))
 	}
 	var conns []resultsdir.ConnRecord
 	if err := resultsdir.ReadList(dir, resultsdir.FileConnections, &conns); err != nil {
@@ -214,5 +230,37 @@ func TestTraceConsumerHearsTheFile(t *testing.T) {
 	}})
 	if err == nil || rec == nil || len(rec.ends) != 1 || rec.ends[0] == nil {
 		t.Fatalf("err %v; consumer %v; want the run failed and the consumer ended with an error", err, rec != nil)
+	}
+}
+
+// A run without a trace consumer (a campaign item, refgen) keeps none of its trace in memory: the heap in use
+// during a long run stays well below the trace's size.
+func TestStreamWithoutConsumerKeepsNoTrace(t *testing.T) {
+	sc, err := scenario.Load("../examples/listing2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Traffic.NumMsgsPerQP = 10000 // about 45 MB of trace
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base, peak := ms.HeapInuse, ms.HeapInuse
+	sample := func() {
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapInuse)
+	}
+	dir := filepath.Join(t.TempDir(), "r")
+	if err := Run(sc, Options{OutDir: dir, SimHooks: &SimHooks{Events: func(int64, uint64) { sample() }}}); err != nil {
+		t.Fatal(err)
+	}
+	sample()
+	fi, err := os.Stat(filepath.Join(dir, resultsdir.FileTrace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grew := int64(peak) - int64(base); fi.Size() < 30<<20 || grew > fi.Size()/3 {
+		t.Errorf("heap in use grew by %d MB during a run writing a %d MB trace; want well below it", grew>>20, fi.Size()>>20)
+	} else {
+		t.Logf("heap in use grew by %d MB during a run writing a %d MB trace", grew>>20, fi.Size()>>20)
 	}
 }

@@ -1,7 +1,11 @@
 package testbed
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,4 +31,52 @@ func (w *writeback) Write(p []byte) (int, error) {
 		w.done = w.off
 	}
 	return n, err
+}
+
+// flushes are the fsyncs a simulator run starts early, each file on its own goroutine, while the verdict stage
+// works. Their errors are the run's: since Linux 4.13 the first fsync to report a file's writeback error
+// consumes it, so the commit's own fsync of the same file (resultsdir.Staging.Commit) would not see it again,
+// and the directory would be committed looking complete.
+type flushes struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	err error
+}
+
+// syncFile is fsync (a test injects a failing one).
+var syncFile = (*os.File).Sync
+
+// start fsyncs the file at path in the background.
+func (fl *flushes) start(path string) {
+	fl.wg.Go(func() {
+		err := syncPath(path)
+		if err != nil {
+			fl.mu.Lock()
+			if fl.err == nil {
+				fl.err = fmt.Errorf("writing %s to the disk: %w", filepath.Base(path), err)
+			}
+			fl.mu.Unlock()
+		}
+	})
+}
+
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	serr := syncFile(f)
+	cerr := f.Close()
+	if serr != nil && !errors.Is(serr, unix.EINVAL) { // EINVAL: a file system without fsync
+		return serr
+	}
+	return cerr
+}
+
+// wait waits for the fsyncs started and returns the first error.
+func (fl *flushes) wait() error {
+	fl.wg.Wait()
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.err
 }

@@ -40,7 +40,7 @@ type Stream struct {
 	err error
 }
 
-// streamChunks is how many chunks of the trace may wait for the reader (each about 1 MB, the testbed's write
+// streamChunks is how many chunks of the trace may wait for the reader (each about 512 KB, the testbed's write
 // size); the writer waits beyond that. The chunks the reader is done with go back to the writer.
 const streamChunks = 2
 

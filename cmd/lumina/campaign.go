@@ -23,6 +23,7 @@ import (
 	"github.com/lumina-go/lumina/campaign"
 	"github.com/lumina-go/lumina/history"
 	"github.com/lumina-go/lumina/queue"
+	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/rundiff"
 	"github.com/lumina-go/lumina/version"
 )
@@ -175,11 +176,18 @@ const fileHistoryRecorded = "history.recorded"
 
 // itemFingerprint names one result of an item: its results directory as written (a run moves a new directory
 // into place, so its modification time changes even when a deterministic run writes the same bytes) and its
-// analysis.json as read (raw), else (not read: no verdict reached) its verdict and reason.
+// analysis.json whenever it exists (raw, when rundiff.ReadDoc read it, else read here: ReadDoc reads none in a
+// directory it refuses, INCOMPLETE or not a results directory, and the fingerprints history.recorded already
+// holds hash it there too), else (no verdict reached) its verdict and reason.
 func itemFingerprint(it campaign.ItemSummary, resultsDir string, raw []byte) string {
 	h := sha256.New()
 	if st, err := os.Stat(resultsDir); err == nil {
 		fmt.Fprintf(h, "%d\x00", st.ModTime().UnixNano())
+	}
+	if raw == nil {
+		if b, err := os.ReadFile(filepath.Join(resultsDir, resultsdir.FileAnalysis)); err == nil {
+			raw = b
+		}
 	}
 	if raw != nil {
 		h.Write(raw)

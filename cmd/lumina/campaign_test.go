@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/campaign"
 	"github.com/lumina-go/lumina/queue"
+	"github.com/lumina-go/lumina/rundiff"
 )
 
 func TestCampaignCommand(t *testing.T) {
@@ -199,5 +203,92 @@ func TestCampaignRecordsAsRunDoes(t *testing.T) {
 	}
 	if m, _ := rm["metrics"].(map[string]any); len(m) < 10 || rm["verdict"] != "pass" || rm["nic"] != "cx5" {
 		t.Errorf("lumina run's record: %v; want a passed cx5 run with its metrics", rm)
+	}
+}
+
+// A campaign item judges its run as lumina run does (the trace judged while it is written): its analysis.json
+// is lumina run's, byte for byte.
+func TestCampaignItemAnalysisIsLuminaRuns(t *testing.T) {
+	dir := t.TempDir()
+	sc, err := filepath.Abs("../../examples/irn-selective-repeat.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("name: same\nscenarios: ["+sc+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"campaign", file, "--out", filepath.Join(dir, "camp"), "--workers", "1", "-q", "--no-history"}, &out, &errb); code > exitFailed {
+		t.Fatalf("campaign: exit %d; stderr: %s", code, errb.String())
+	}
+	items, err := filepath.Glob(filepath.Join(dir, "camp", "items", "*", "analysis.json"))
+	if err != nil || len(items) != 1 {
+		t.Fatalf("campaign items' analysis.json: %v %v; want one", items, err)
+	}
+	if code := run([]string{"run", sc, "--out", filepath.Join(dir, "run"), "-q", "--no-history"}, &out, &errb); code > exitFailed {
+		t.Fatalf("run: exit %d; stderr: %s", code, errb.String())
+	}
+	a, err := os.ReadFile(items[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "run", "analysis.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) < 1000 || !bytes.Equal(a, b) {
+		t.Errorf("the campaign item's analysis.json (%d bytes) differs from lumina run's (%d bytes)", len(a), len(b))
+	}
+}
+
+// An item's fingerprint hashes its analysis.json whenever the file exists, as the fingerprints history.recorded
+// already holds were made: also in a directory rundiff.ReadDoc refuses (INCOMPLETE, or not a results directory),
+// where it reads none.
+func TestItemFingerprintHashesAnalysisWhenItExists(t *testing.T) {
+	earlier := func(dir string, it campaign.ItemSummary) string { // the fingerprint before ReadDoc was used
+		h := sha256.New()
+		if st, err := os.Stat(dir); err == nil {
+			fmt.Fprintf(h, "%d\x00", st.ModTime().UnixNano())
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "analysis.json")); err == nil {
+			h.Write(b)
+		} else {
+			fmt.Fprintf(h, "%s\x00%d\x00%s", it.Verdict, it.Exit, it.Reason)
+		}
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	it := campaign.ItemSummary{Verdict: "error", Exit: 2, Reason: "the run could not finish"}
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+	}{
+		{"incomplete", map[string]string{"scenario.yaml": "seed: 1\n", "INCOMPLETE": "interrupted\n", "analysis.json": `{"verdict":"invalid"}`}},
+		{"not a results directory", map[string]string{"analysis.json": `{"verdict":"invalid"}`}},
+		{"no analysis", map[string]string{"scenario.yaml": "seed: 1\n", "INCOMPLETE": "interrupted\n"}},
+	} {
+		dir := t.TempDir()
+		for n, body := range c.files {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, raw, err := rundiff.ReadDoc(dir)
+		if err == nil {
+			t.Fatalf("%s: ReadDoc accepted the directory: the test checks nothing", c.name)
+		}
+		if got, want := itemFingerprint(it, dir, raw), earlier(dir, it); got != want {
+			t.Errorf("%s: fingerprint %s; the earlier version's %s", c.name, got, want)
+		}
+		// Another analysis.json is another result.
+		if _, ok := c.files["analysis.json"]; ok {
+			before := itemFingerprint(it, dir, raw)
+			if err := os.WriteFile(filepath.Join(dir, "analysis.json"), []byte(`{"verdict":"pass"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if itemFingerprint(it, dir, nil) == before {
+				t.Errorf("%s: the fingerprint did not change with analysis.json", c.name)
+			}
+		}
 	}
 }

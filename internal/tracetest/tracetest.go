@@ -4,6 +4,8 @@ package tracetest
 
 import (
 	"encoding/binary"
+	"errors"
+	"io"
 	"os"
 	"testing"
 
@@ -56,8 +58,11 @@ func Rewrite(t testing.TB, src, dst string, format Format, edit func(i int, p *t
 	}
 	for i := 0; ; i++ {
 		p, err := in.Next()
-		if err != nil {
+		if errors.Is(err, io.EOF) {
 			break
+		}
+		if err != nil {
+			t.Fatalf("reading %s: packet %d: %v", src, i, err)
 		}
 		p.Data = append([]byte(nil), p.Data...)
 		if !edit(i, p) {

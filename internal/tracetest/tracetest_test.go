@@ -1,7 +1,11 @@
 package tracetest
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/lumina-go/lumina/roce"
@@ -81,5 +85,47 @@ func TestRewritePcapngStops(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "n=a" || got[1] != "n=b" {
 		t.Errorf("comments %q; want the first two packets, n=a and n=b", got)
+	}
+}
+
+// fatalTB records a Fatal and stops the goroutine as testing.T does.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatal(args ...any) {
+	f.msg = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// A capture that does not read on (a record longer than any packet) is an error, not its end: Rewrite fails
+// the test rather than copying what came before as if it were the whole capture.
+func TestRewriteFailsOnABadCapture(t *testing.T) {
+	src := filepath.Join("..", "..", "testdata", "real-captures", "hexvec_cx4lx_cnp_from_scapy_test.pcap")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first record's captured length (after the 24-byte file header and two timestamp words).
+	b[24+8], b[24+9], b[24+10], b[24+11] = 0xf0, 0xff, 0xff, 0x7f
+	cut := filepath.Join(t.TempDir(), "bad.pcap")
+	if err := os.WriteFile(cut, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tb := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Rewrite(tb, cut, filepath.Join(t.TempDir(), "out.pcap"), Pcap, func(int, *trace.Packet) bool { return true })
+	}()
+	<-done
+	if !strings.Contains(tb.msg, "reading "+cut) {
+		t.Errorf("Rewrite of a bad capture: fatal %q; want the read error named", tb.msg)
 	}
 }
