@@ -127,6 +127,13 @@ type WorkloadResult struct {
 	Events                 uint64
 }
 
+// Limits are what the workload can reach on this subsystem: the NIC's and the line's limits, and no more than
+// what the workload keeps in flight can carry. Throughput is judged against these (Collie's monitor: low when
+// more than 20% below both), by `lumina run` of a workload and by the search alike.
+func (r *WorkloadResult) Limits() (gbps, mpps float64) {
+	return min(r.LimitGbps, r.WindowGbps), min(r.LimitMpps, r.WindowMpps)
+}
+
 // MicroStats are one NIC's counters over the window. Bytes count whole wire frames (with preamble and
 // inter-frame gap), so a saturated link shows its line rate.
 type MicroStats struct {

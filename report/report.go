@@ -277,6 +277,10 @@ func workload(w io.Writer, doc *verdict.Document) {
 	wl := doc.Workload
 	fmt.Fprintf(w, "workload   %.0f us measured: goodput %.1f Gb/s, %.2f Mpps (limits %.0f Gb/s, %.1f Mpps: %.0f%%), pause %.3f%%\n",
 		wl.WindowUs, wl.GoodputGbps, wl.GoodputMpps, wl.LimitGbps, wl.LimitMpps, 100*wl.LimitShare, 100*wl.PauseRatio)
+	if wl.InFlightGbps > 0 && (wl.LimitGbps >= wl.InFlightGbps || wl.LimitMpps >= wl.InFlightMpps) {
+		fmt.Fprintf(w, "           the limits are what the workload keeps in flight: %.1f Gb/s, %.2f Mpps over one unloaded round trip\n",
+			wl.InFlightGbps, wl.InFlightMpps)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "HOST\tNIC\tTX Gb/s\tRX Gb/s\tTX Mpps\tRX Mpps\tPAUSE %\t")
 	for _, h := range wl.Hosts {

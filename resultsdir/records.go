@@ -61,9 +61,14 @@ type SwitchCounters struct {
 // the symptom Collie's monitor would report. Throughput counts whole wire frames the receiver placed in memory.
 type WorkloadAnalysis struct {
 	WindowUs float64 `json:"window_us"`
-	// LimitGbps is the line rate; LimitMpps the packets/s limit for the workload's frame sizes.
-	LimitGbps float64 `json:"limit_gbps"`
-	LimitMpps float64 `json:"limit_mpps"`
+	// LimitGbps and LimitMpps are what the workload can reach: the line rate and the packets/s limit for its
+	// frame sizes, each at most what the workload keeps in flight can carry (InFlightGbps, InFlightMpps: its
+	// outstanding work requests over one unloaded round trip). A workload too shallow to fill the link is slow by
+	// its own design, not the NIC's, so the search and `lumina run` judge against these alike.
+	LimitGbps    float64 `json:"limit_gbps"`
+	LimitMpps    float64 `json:"limit_mpps"`
+	InFlightGbps float64 `json:"in_flight_gbps"`
+	InFlightMpps float64 `json:"in_flight_mpps"`
 	// PauseRatio is the larger of the two NICs' pause duration ratios (tx_prioN_pause_duration / window).
 	PauseRatio float64 `json:"pause_duration_ratio"`
 	// GoodputGbps and GoodputMpps are the busier direction's; LimitShare the larger of their shares of the

@@ -57,10 +57,9 @@ func (e *SimEvaluator) Evaluate(ctx context.Context, w Workload, seed uint64) (M
 		PauseRatio: max(r.PauseRatio(0), r.PauseRatio(1)),
 		TxGbps:     r.Gbps(a.GoodTxBytes), RxGbps: r.Gbps(a.GoodRxBytes),
 		TxMpps: r.Mpps(a.GoodTxPackets), RxMpps: r.Mpps(a.GoodRxPackets),
-		// The limits are the NIC's and the line's, and no more than the workload keeps in flight can carry.
-		LimitGbps: min(r.LimitGbps, r.WindowGbps), LimitMpps: min(r.LimitMpps, r.WindowMpps),
 		Counters: map[string]float64{},
 	}
+	m.LimitGbps, m.LimitMpps = r.Limits()
 	for i := range r.Hosts {
 		for _, c := range r.Hosts[i].Counters(r.WindowNs) {
 			switch c.Name {

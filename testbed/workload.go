@@ -74,8 +74,9 @@ func runWorkload(sc *scenario.Scenario, opts Options) error {
 
 // workloadAnalysis derives the monitor's view from the model's window counters.
 func workloadAnalysis(sc *scenario.Scenario, r *micro.WorkloadResult) *resultsdir.WorkloadAnalysis {
-	wa := &resultsdir.WorkloadAnalysis{WindowUs: float64(r.WindowNs) / 1e3, LimitGbps: r.LimitGbps, LimitMpps: r.LimitMpps,
-		Symptom: "none"}
+	wa := &resultsdir.WorkloadAnalysis{WindowUs: float64(r.WindowNs) / 1e3, InFlightGbps: r.WindowGbps,
+		InFlightMpps: r.WindowMpps, Symptom: "none"}
+	wa.LimitGbps, wa.LimitMpps = r.Limits()
 	for i, name := range []string{"requester", "responder"} {
 		h := &r.Hosts[i]
 		nic := sc.Requester.NIC.Type

@@ -112,3 +112,42 @@ func TestReanalyzeWorkloadDir(t *testing.T) {
 		t.Fatalf("re-analysis: %+v, want the run's symptom %s and verdict %s", r.Doc.Workload, o.Doc.Workload.Symptom, o.Doc.Verdict)
 	}
 }
+
+// TestWorkloadWindowLimited: a workload that keeps too little in flight to fill the link (one RC QP, queue depth
+// 3) is slow by its own design. `lumina run` judges it as the search does, against what it keeps in flight, so it
+// is not called low throughput although its goodput is far below the line rate; a deeper queue of the same
+// workload keeps the limits at the line's.
+func TestWorkloadWindowLimited(t *testing.T) {
+	run := func(depth string) resultsdir.WorkloadAnalysis {
+		sc := loadText(t, `
+requester: {nic: {type: p2100g}}
+responder: {nic: {type: p2100g}}
+workload: {qp_type: rc, opcode: send, num_qps: 1, mtu: 1024, wq_depth: `+depth+`, msg_sizes: [4096]}
+`)
+		dir := t.TempDir()
+		if _, err := runJudged(sc, Options{OutDir: dir}); err != nil {
+			t.Fatal(err)
+		}
+		var wa resultsdir.WorkloadAnalysis
+		if err := readJSON(dir, resultsdir.FileWorkload, &wa); err != nil {
+			t.Fatal(err)
+		}
+		return wa
+	}
+	shallow := run("3")
+	if shallow.InFlightGbps <= 0 || shallow.InFlightGbps >= 100 || shallow.LimitGbps != shallow.InFlightGbps {
+		t.Errorf("depth 3: in flight %.1f Gb/s, limit %.1f Gb/s: want the limit to be what is in flight, below the 100 Gb/s line",
+			shallow.InFlightGbps, shallow.LimitGbps)
+	}
+	if shallow.GoodputGbps >= 0.8*100 {
+		t.Errorf("depth 3: goodput %.1f Gb/s: the workload was meant to be far below the line rate", shallow.GoodputGbps)
+	}
+	if shallow.Symptom != "none" {
+		t.Errorf("depth 3: symptom %q at %.1f Gb/s with %.1f Gb/s in flight: a window-limited workload is not an anomaly",
+			shallow.Symptom, shallow.GoodputGbps, shallow.InFlightGbps)
+	}
+	deep := run("128")
+	if deep.LimitGbps != 100 || deep.InFlightGbps <= 100 {
+		t.Errorf("depth 128: limit %.1f Gb/s, in flight %.1f Gb/s: want the line rate as the limit", deep.LimitGbps, deep.InFlightGbps)
+	}
+}
