@@ -161,6 +161,8 @@ type mhost struct {
 	// Topology of the payload memory.
 	pathLatPs  int64
 	pathPsPerB int64 // 0: local memory, no extra path
+	// Writes on a path budget of their own (host.gpu-same-switch-write-gbps; 0: they share pathFree).
+	pathWrPsPerB, pathWrFree int64
 	// Packet staging the connections with data in flight need on this NIC (sending and receiving).
 	stageDemand int64
 }
@@ -298,6 +300,9 @@ func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 		h.pathLatPs, h.pathPsPerB = m.Host.RemoteNUMALatencyNs*psPerNs, psPerByte(m.Host.RemoteNUMAGbps)
 	case MemGPUSameSwitch:
 		h.pathLatPs, h.pathPsPerB = m.Host.GPUSameSwitchLatency*psPerNs, psPerByte(m.Host.GPUSameSwitchGbps)
+		if g := m.Host.GPUSameSwitchWriteGbps; g > 0 {
+			h.pathWrPsPerB = psPerByte(g)
+		}
 	case MemGPUCrossSwitch:
 		h.pathLatPs, h.pathPsPerB = m.Host.GPUCrossSwitchLatency*psPerNs, psPerByte(m.Host.GPUCrossSwitchGbps)
 	}
@@ -802,7 +807,11 @@ func (s *msim) pcieWrite(h *mhost, t int64, n int) int64 {
 	start := max(t, h.wrFree)
 	h.wrFree = start + int64(n)*psPerByte(m.WriteGbps)
 	end := h.wrFree
-	if h.pathPsPerB > 0 {
+	if h.pathWrPsPerB > 0 {
+		ps := max(start, h.pathWrFree)
+		h.pathWrFree = ps + int64(n)*h.pathWrPsPerB
+		end = max(end, h.pathWrFree)
+	} else if h.pathPsPerB > 0 {
 		ps := max(start, h.pathFree)
 		h.pathFree = ps + int64(n)*h.pathPsPerB
 		end = max(end, h.pathFree)

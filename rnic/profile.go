@@ -628,14 +628,18 @@ type MicroCache struct {
 }
 
 // MicroHost is the host topology around the NIC: payload in remote-socket or GPU memory changes DMA latency,
-// and its bandwidth is capped by the path (one budget shared by reads and writes).
+// and its bandwidth is capped by the path (one budget shared by reads and writes, unless the GPU path gives
+// writes their own).
 type MicroHost struct {
-	RemoteNUMALatencyNs   int64   `yaml:"remote-numa-latency-ns"`
-	RemoteNUMAGbps        float64 `yaml:"remote-numa-gbps"`
-	GPUSameSwitchLatency  int64   `yaml:"gpu-same-switch-latency-ns"`
-	GPUSameSwitchGbps     float64 `yaml:"gpu-same-switch-gbps"`
-	GPUCrossSwitchLatency int64   `yaml:"gpu-cross-switch-latency-ns"`
-	GPUCrossSwitchGbps    float64 `yaml:"gpu-cross-switch-gbps"`
+	RemoteNUMALatencyNs  int64   `yaml:"remote-numa-latency-ns"`
+	RemoteNUMAGbps       float64 `yaml:"remote-numa-gbps"`
+	GPUSameSwitchLatency int64   `yaml:"gpu-same-switch-latency-ns"`
+	GPUSameSwitchGbps    float64 `yaml:"gpu-same-switch-gbps"`
+	// GPUSameSwitchWriteGbps, when set, is the bandwidth of the NIC's posted writes into GPU memory under the
+	// same switch, on a budget of their own (reads keep gpu-same-switch-gbps); 0: writes share the read budget.
+	GPUSameSwitchWriteGbps float64 `yaml:"gpu-same-switch-write-gbps"`
+	GPUCrossSwitchLatency  int64   `yaml:"gpu-cross-switch-latency-ns"`
+	GPUCrossSwitchGbps     float64 `yaml:"gpu-cross-switch-gbps"`
 }
 
 func (m *MicroArch) validate() *ProfileError {
@@ -685,6 +689,8 @@ func (m *MicroArch) validate() *ProfileError {
 	switch {
 	case m.MaxMppsPerQP < 0 || math.IsNaN(m.MaxMppsPerQP) || math.IsInf(m.MaxMppsPerQP, 0):
 		return verr("micro.max-mpps-per-qp", "%v: want >= 0 (0: no per-QP bound)", m.MaxMppsPerQP)
+	case m.Host.GPUSameSwitchWriteGbps < 0 || math.IsNaN(m.Host.GPUSameSwitchWriteGbps) || math.IsInf(m.Host.GPUSameSwitchWriteGbps, 0):
+		return verr("micro.host.gpu-same-switch-write-gbps", "%v: want >= 0 (0: writes share gpu-same-switch-gbps)", m.Host.GPUSameSwitchWriteGbps)
 	case m.Tx.LoopbackGbps < 0 || math.IsNaN(m.Tx.LoopbackGbps):
 		return verr("micro.tx.loopback-gbps", "%v: want >= 0 (0: no limit)", m.Tx.LoopbackGbps)
 	case m.Rx.PausePrio < 0 || m.Rx.PausePrio > 7:
