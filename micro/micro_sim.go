@@ -161,7 +161,7 @@ type mhost struct {
 	// Topology of the payload memory.
 	pathLatPs  int64
 	pathPsPerB int64 // 0: local memory, no extra path
-	// Writes on a path budget of their own (host.gpu-same-switch-write-gbps; 0: they share pathFree).
+	// Writes on a path budget of their own (host.gpu-*-switch-write-gbps; 0: they share pathFree).
 	pathWrPsPerB, pathWrFree int64
 	// Packet staging the connections with data in flight need on this NIC (sending and receiving).
 	stageDemand int64
@@ -305,6 +305,9 @@ func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 		}
 	case MemGPUCrossSwitch:
 		h.pathLatPs, h.pathPsPerB = m.Host.GPUCrossSwitchLatency*psPerNs, psPerByte(m.Host.GPUCrossSwitchGbps)
+		if g := m.Host.GPUCrossSwitchWriteGbps; g > 0 {
+			h.pathWrPsPerB = psPerByte(g)
+		}
 	}
 	return h
 }

@@ -640,6 +640,9 @@ type MicroHost struct {
 	GPUSameSwitchWriteGbps float64 `yaml:"gpu-same-switch-write-gbps"`
 	GPUCrossSwitchLatency  int64   `yaml:"gpu-cross-switch-latency-ns"`
 	GPUCrossSwitchGbps     float64 `yaml:"gpu-cross-switch-gbps"`
+	// GPUCrossSwitchWriteGbps, when set, gives the writes into GPU memory across the root complex a budget of
+	// their own, as GPUSameSwitchWriteGbps does (0: they share gpu-cross-switch-gbps with the reads).
+	GPUCrossSwitchWriteGbps float64 `yaml:"gpu-cross-switch-write-gbps"`
 }
 
 func (m *MicroArch) validate() *ProfileError {
@@ -689,6 +692,8 @@ func (m *MicroArch) validate() *ProfileError {
 	switch {
 	case m.MaxMppsPerQP < 0 || math.IsNaN(m.MaxMppsPerQP) || math.IsInf(m.MaxMppsPerQP, 0):
 		return verr("micro.max-mpps-per-qp", "%v: want >= 0 (0: no per-QP bound)", m.MaxMppsPerQP)
+	case m.Host.GPUCrossSwitchWriteGbps < 0 || math.IsNaN(m.Host.GPUCrossSwitchWriteGbps) || math.IsInf(m.Host.GPUCrossSwitchWriteGbps, 0):
+		return verr("micro.host.gpu-cross-switch-write-gbps", "%v: want >= 0 (0: writes share gpu-cross-switch-gbps)", m.Host.GPUCrossSwitchWriteGbps)
 	case m.Host.GPUSameSwitchWriteGbps < 0 || math.IsNaN(m.Host.GPUSameSwitchWriteGbps) || math.IsInf(m.Host.GPUSameSwitchWriteGbps, 0):
 		return verr("micro.host.gpu-same-switch-write-gbps", "%v: want >= 0 (0: writes share gpu-same-switch-gbps)", m.Host.GPUSameSwitchWriteGbps)
 	case m.Tx.LoopbackGbps < 0 || math.IsNaN(m.Tx.LoopbackGbps):
