@@ -139,7 +139,6 @@ type mhost struct {
 	pktGapPs   int64
 	// PCIe.
 	rdFree, wrFree, pathFree int64
-	pathWrFree               int64 // the write direction of a duplex host path (host.duplex-path)
 	lastReadDone             int64
 	tags                     heap64
 	// Caches.
@@ -163,6 +162,9 @@ type mhost struct {
 	// Topology of the payload memory.
 	pathLatPs  int64
 	pathPsPerB int64 // 0: local memory, no extra path
+	// Writes on a path budget of their own (host.duplex-path: at the path's rate; host.gpu-*-switch-write-gbps:
+	// at that rate; 0: they share pathFree with the reads).
+	pathWrPsPerB, pathWrFree int64
 	// Packet staging the connections with data in flight need on this NIC (sending and receiving).
 	stageDemand int64
 	// readers: connections with READs in flight from this NIC (their responses arrive interleaved).
@@ -305,8 +307,17 @@ func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 		h.pathLatPs, h.pathPsPerB = m.Host.RemoteNUMALatencyNs*psPerNs, psPerByte(m.Host.RemoteNUMAGbps)
 	case MemGPUSameSwitch:
 		h.pathLatPs, h.pathPsPerB = m.Host.GPUSameSwitchLatency*psPerNs, psPerByte(m.Host.GPUSameSwitchGbps)
+		if g := m.Host.GPUSameSwitchWriteGbps; g > 0 {
+			h.pathWrPsPerB = psPerByte(g)
+		}
 	case MemGPUCrossSwitch:
 		h.pathLatPs, h.pathPsPerB = m.Host.GPUCrossSwitchLatency*psPerNs, psPerByte(m.Host.GPUCrossSwitchGbps)
+		if g := m.Host.GPUCrossSwitchWriteGbps; g > 0 {
+			h.pathWrPsPerB = psPerByte(g)
+		}
+	}
+	if m.Host.DuplexPath && h.pathWrPsPerB == 0 {
+		h.pathWrPsPerB = h.pathPsPerB // writes flow the other way: they do not wait behind the reads booked
 	}
 	return h
 }
@@ -812,14 +823,14 @@ func (s *msim) pcieWrite(h *mhost, t int64, n int) int64 {
 	start := max(t, h.wrFree)
 	h.wrFree = start + int64(n)*psPerByte(m.WriteGbps)
 	end := h.wrFree
-	if h.pathPsPerB > 0 {
-		free := &h.pathFree
-		if h.m.Host.DuplexPath {
-			free = &h.pathWrFree // writes flow the other way: they do not wait behind the reads booked
-		}
-		ps := max(start, *free)
-		*free = ps + int64(n)*h.pathPsPerB
-		end = max(end, *free)
+	if h.pathWrPsPerB > 0 {
+		ps := max(start, h.pathWrFree)
+		h.pathWrFree = ps + int64(n)*h.pathWrPsPerB
+		end = max(end, h.pathWrFree)
+	} else if h.pathPsPerB > 0 {
+		ps := max(start, h.pathFree)
+		h.pathFree = ps + int64(n)*h.pathPsPerB
+		end = max(end, h.pathFree)
 	}
 	return end
 }

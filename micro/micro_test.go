@@ -273,3 +273,38 @@ func TestWholeQPCacheShortQueue(t *testing.T) {
 		t.Errorf("UD loopback with a 3-deep queue: pause %.3f, %.2f Gb/s received: want traffic flowing", r.PauseRatio(0), g)
 	}
 }
+
+// TestGPUSameSwitchWritePath: with host.gpu-same-switch-write-gbps the NIC's writes into GPU memory under the
+// same switch drain on their own, slower budget, so a single direction of line-rate traffic into the GPU pauses
+// its sender (collie A.1 #12's pause frame storm); sharing one budget, the sender's reads from the GPU pace it
+// to what the receiver's writes drain and nothing pauses.
+func TestGPUSameSwitchWritePath(t *testing.T) {
+	w := wl("rc", "write", 4, 4096, 1, 1, 128, 1, 1<<20, []int{65536}, DirUni, MemGPUSameSwitch)
+	split := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Host.GPUSameSwitchWriteGbps = 0 }))
+	if !split.isPause() {
+		t.Errorf("uni RC WRITE into GPU memory (same switch) with the write budget: pause %.4f, want > 0.001", split.pause)
+	}
+	if shared.isPause() {
+		t.Errorf("the same with one shared budget: pause %.4f, want none", shared.pause)
+	}
+	w.Memory = MemLocal
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("the same into local memory: pause %.4f, %.1f Gb/s: want line rate without pause", s.pause, s.gbps)
+	}
+}
+
+// TestGPUCrossSwitchFullDuplex: across the root complex the NIC's writes into GPU memory and its reads from it
+// travel opposite directions, so bidirectional line-rate traffic with GPU memory on another switch does not
+// pause (Collie reports no such anomaly); booked on one budget, the writes queue behind reads and it does.
+func TestGPUCrossSwitchFullDuplex(t *testing.T) {
+	w := wl("rc", "write", 14, 1024, 15, 3, 554, 1, 4<<20, []int{102496}, DirBi, MemGPUCrossSwitch)
+	split := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Host.GPUCrossSwitchWriteGbps = 0 }))
+	if split.isPause() || split.isLow() {
+		t.Errorf("bidirectional RC WRITE with GPU memory across the root complex: pause %.4f, %.1f Gb/s; want line rate without pause", split.pause, split.gbps)
+	}
+	if !shared.isPause() {
+		t.Errorf("the same with reads and writes on one budget: pause %.4f, want > 0.001", shared.pause)
+	}
+}

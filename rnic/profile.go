@@ -687,16 +687,24 @@ type MicroCache struct {
 }
 
 // MicroHost is the host topology around the NIC: payload in remote-socket or GPU memory changes DMA latency,
-// and its bandwidth is capped by the path (one budget shared by reads and writes unless duplex-path).
+// and its bandwidth is capped by the path (one budget shared by reads and writes, unless duplex-path or a GPU
+// write budget gives writes their own).
 type MicroHost struct {
-	RemoteNUMALatencyNs   int64   `yaml:"remote-numa-latency-ns"`
-	RemoteNUMAGbps        float64 `yaml:"remote-numa-gbps"`
-	GPUSameSwitchLatency  int64   `yaml:"gpu-same-switch-latency-ns"`
-	GPUSameSwitchGbps     float64 `yaml:"gpu-same-switch-gbps"`
-	GPUCrossSwitchLatency int64   `yaml:"gpu-cross-switch-latency-ns"`
-	GPUCrossSwitchGbps    float64 `yaml:"gpu-cross-switch-gbps"`
+	RemoteNUMALatencyNs  int64   `yaml:"remote-numa-latency-ns"`
+	RemoteNUMAGbps       float64 `yaml:"remote-numa-gbps"`
+	GPUSameSwitchLatency int64   `yaml:"gpu-same-switch-latency-ns"`
+	GPUSameSwitchGbps    float64 `yaml:"gpu-same-switch-gbps"`
+	// GPUSameSwitchWriteGbps, when set, is the bandwidth of the NIC's posted writes into GPU memory under the
+	// same switch, on a budget of their own (reads keep gpu-same-switch-gbps); 0: writes share the read budget.
+	GPUSameSwitchWriteGbps float64 `yaml:"gpu-same-switch-write-gbps"`
+	GPUCrossSwitchLatency  int64   `yaml:"gpu-cross-switch-latency-ns"`
+	GPUCrossSwitchGbps     float64 `yaml:"gpu-cross-switch-gbps"`
+	// GPUCrossSwitchWriteGbps, when set, gives the writes into GPU memory across the root complex a budget of
+	// their own, as GPUSameSwitchWriteGbps does (0: they share gpu-cross-switch-gbps with the reads).
+	GPUCrossSwitchWriteGbps float64 `yaml:"gpu-cross-switch-write-gbps"`
 	// DuplexPath: the path carries DMA reads (toward the NIC) and writes (toward memory) each at its bandwidth,
-	// as a full-duplex link does (false: one budget shared by both, as on a host whose path is its bottleneck).
+	// as a full-duplex link does (false: one budget shared by both, as on a host whose path is its bottleneck);
+	// a GPU write budget above, when set, takes precedence for its path.
 	DuplexPath bool `yaml:"duplex-path"`
 }
 
@@ -749,6 +757,10 @@ func (m *MicroArch) validate() *ProfileError {
 	switch {
 	case m.MaxMppsPerQP < 0 || math.IsNaN(m.MaxMppsPerQP) || math.IsInf(m.MaxMppsPerQP, 0):
 		return verr("micro.max-mpps-per-qp", "%v: want >= 0 (0: no per-QP bound)", m.MaxMppsPerQP)
+	case m.Host.GPUCrossSwitchWriteGbps < 0 || math.IsNaN(m.Host.GPUCrossSwitchWriteGbps) || math.IsInf(m.Host.GPUCrossSwitchWriteGbps, 0):
+		return verr("micro.host.gpu-cross-switch-write-gbps", "%v: want >= 0 (0: writes share gpu-cross-switch-gbps)", m.Host.GPUCrossSwitchWriteGbps)
+	case m.Host.GPUSameSwitchWriteGbps < 0 || math.IsNaN(m.Host.GPUSameSwitchWriteGbps) || math.IsInf(m.Host.GPUSameSwitchWriteGbps, 0):
+		return verr("micro.host.gpu-same-switch-write-gbps", "%v: want >= 0 (0: writes share gpu-same-switch-gbps)", m.Host.GPUSameSwitchWriteGbps)
 	case m.Tx.LoopbackGbps < 0 || math.IsNaN(m.Tx.LoopbackGbps):
 		return verr("micro.tx.loopback-gbps", "%v: want >= 0 (0: no limit)", m.Tx.LoopbackGbps)
 	case m.Rx.PausePrio < 0 || m.Rx.PausePrio > 7:

@@ -42,6 +42,10 @@ func TestMicroSection(t *testing.T) {
 		{"    pause-priority: 3", "    pause-priority: 9", "micro.rx.pause-priority: 9: want 0..7", line("pause-priority")},
 		{"    prefetch-min: 8", "    prefetch-min: 99", "micro.rx.prefetch-min: 99 is above prefetch-max", line("prefetch-min")},
 		{"    units: 8", "    unit: 8", "unknown field", line("units")},
+		{"    gpu-same-switch-write-gbps: 120", "    gpu-same-switch-write-gbps: -1",
+			"micro.host.gpu-same-switch-write-gbps: -1: want >= 0", line("gpu-same-switch-write-gbps")},
+		{"    gpu-cross-switch-write-gbps: 800", "    gpu-cross-switch-write-gbps: -2",
+			"micro.host.gpu-cross-switch-write-gbps: -2: want >= 0", line("gpu-cross-switch-write-gbps")},
 	} {
 		data := strings.Replace(string(base), c.from, c.to, 1)
 		if data == string(base) {

@@ -28,6 +28,16 @@ func NewSimEvaluator(profile string) (*SimEvaluator, error) {
 	if p.Micro == nil {
 		return nil, fmt.Errorf("simulated evaluator: profile %s has no micro section: it does not model the NIC's caches, PCIe and processing units", p.Name)
 	}
+	return NewSimEvaluatorProfile(p)
+}
+
+// NewSimEvaluatorProfile returns the simulated evaluator for a loaded profile (one changed in memory, say, to
+// see what a mechanism contributes); it needs a micro section. The evaluator keeps the pointer: do not change
+// the profile while it is in use.
+func NewSimEvaluatorProfile(p *rnic.Profile) (*SimEvaluator, error) {
+	if p == nil || p.Micro == nil {
+		return nil, errors.New("simulated evaluator: the profile has no micro section: it does not model the NIC's caches, PCIe and processing units")
+	}
 	return &SimEvaluator{prof: p}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/scenario"
 )
 
@@ -79,5 +80,45 @@ func TestSimEvaluatorErrors(t *testing.T) {
 	cancel()
 	if _, err := ev.Evaluate(ctx, OrdinaryWorkload(), 1); err == nil {
 		t.Error("cancelled context: no error")
+	}
+}
+
+// TestSimEvaluatorProfile: an evaluator built from a profile changed in memory runs that profile (a QP-context
+// cache too small for the workload's QPs shows misses the loaded profile does not), and a profile without a
+// micro section, or none, is refused.
+func TestSimEvaluatorProfile(t *testing.T) {
+	p, err := rnic.LoadProfile("cx6vpi-200g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := OrdinaryWorkload()
+	w.NumQPs = 64
+	misses := func(p *rnic.Profile) float64 {
+		ev, err := NewSimEvaluatorProfile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ev.Evaluate(context.Background(), w, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Counters["qpc_cache_miss"]
+	}
+	small := *p
+	mc := *p.Micro
+	mc.Cache.QPCEntries = 8
+	small.Micro = &mc
+	if a, b := misses(p), misses(&small); a != 0 || b == 0 {
+		t.Errorf("QP-context misses with 64 QPs: %v with the profile's cache, %v with 8 entries; want 0 and > 0", a, b)
+	}
+	if p.Micro.Cache.QPCEntries == 8 {
+		t.Errorf("the loaded profile changed with its copy")
+	}
+	nomicro := *p
+	nomicro.Micro = nil
+	for _, q := range []*rnic.Profile{nil, &nomicro} {
+		if _, err := NewSimEvaluatorProfile(q); err == nil || !strings.Contains(err.Error(), "no micro section") {
+			t.Errorf("NewSimEvaluatorProfile(%v): error %v, want a missing micro section", q, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@
 //
 //	go run ./bench/agreement                          # cx6vpi-200g, collie-f and p2100g, 1,000 points each
 //	go run ./bench/agreement -profiles p2100g -n 200 -v
+//	go run ./bench/agreement -profiles cx6vpi-200g -explain   # which mechanisms make the extra anomalies
 package main
 
 import (
@@ -26,14 +27,15 @@ func main() {
 	n := flag.Int("n", 1000, "random points per profile")
 	seed := flag.Uint64("seed", 1, "sample seed")
 	verbose := flag.Bool("v", false, "list the points where the profile and the published conditions disagree")
+	expl := flag.Bool("explain", false, "attribute the points anomalous with nothing predicted to the model's mechanisms (counterfactual runs; slow)")
 	flag.Parse()
-	if err := run(strings.Split(*profiles, ","), *n, *seed, *verbose); err != nil {
+	if err := run(strings.Split(*profiles, ","), *n, *seed, *verbose, *expl); err != nil {
 		fmt.Fprintln(os.Stderr, "agreement:", err)
 		os.Exit(2)
 	}
 }
 
-func run(profiles []string, n int, seed uint64, verbose bool) error {
+func run(profiles []string, n int, seed uint64, verbose, expl bool) error {
 	cat, err := collie.Load()
 	if err != nil {
 		return err
@@ -88,6 +90,11 @@ func run(profiles []string, n int, seed uint64, verbose bool) error {
 			fmt.Printf(" #%d %d/%d", id, perID[id][0], perID[id][1])
 		}
 		fmt.Println()
+		if expl {
+			if err := explain(file, r.Points); err != nil {
+				return err
+			}
+		}
 		if verbose {
 			for _, pt := range r.Points {
 				if !pt.Agree() {
