@@ -7,7 +7,9 @@ import (
 
 var metaNames = [...]string{MetaAuto: "none", MetaMirror: "mirror", MetaComment: "comment", MetaNone: "none"}
 
-// finish closes every state machine and assembles the analysis.
+// finish closes every state machine and assembles the analysis. The result is a copy of a.res, not a pointer
+// into the analyzer: the caller keeps the analysis (e.g. while it writes the report) and the analyzer, with
+// every connection's state, its maps and indexes, is garbage as soon as Analyze returns.
 func (a *analyzer) finish() *Analysis {
 	res := &a.res
 	res.Metadata = metaNames[a.meta]
@@ -120,7 +122,8 @@ func (a *analyzer) finish() *Analysis {
 	if res.Skipped == nil {
 		res.Skipped = []Skipped{}
 	}
-	return res
+	out := *res
+	return &out
 }
 
 // keep adds a connection's check for one analyzer, creating an empty (passing) one if it found nothing.
