@@ -94,6 +94,9 @@ func UnmarshalList(data []byte, key string, list any) error {
 // of tens of thousands of connections). The compact encoding is json.Encoder's own buffer, handed to
 // docWriter in one Write: json.Marshal would copy it once more (tens of megabytes at the peak of memory).
 func WriteDocument(w io.Writer, v any) error {
+	if done, err := writeSpliced(w, v); done {
+		return err
+	}
 	dw := &docWriter{ind: indenter{w: w, out: make([]byte, 0, 64<<10)}}
 	return json.NewEncoder(dw).Encode(v) // escapes HTML as json.Marshal does
 }
