@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -140,10 +139,6 @@ Exit status: 0 every check passed, 1 a check failed, 2 bad input (unreadable or 
 			if err != nil {
 				return captureError(err)
 			}
-			// The analysis's garbage (every connection's state) goes back to the system before the report's
-			// encoding takes its large buffers, which it could not reuse: the peak is the larger of the two, not
-			// their sum (65,536 connections: see bench/analyze.sh).
-			debug.FreeOSMemory()
 			if jsonOut {
 				if err := writeIndentedJSON(stdout, doc); err != nil {
 					return err
