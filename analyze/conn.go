@@ -60,7 +60,7 @@ type connState struct {
 
 	gbn  gbnState
 	irn  irnState
-	rd   readState
+	rd   *readState        // READ connections only (readState; made by read)
 	viol map[string]*Check // per analyzer
 }
 
@@ -69,7 +69,6 @@ func newConnState(a *analyzer, c Conn, learned bool) *connState {
 		earlyCNP: -1}
 	cs.gbn.init()
 	cs.irn.init()
-	cs.rd.init()
 	return cs
 }
 
@@ -133,7 +132,7 @@ func (cs *connState) violate(analyzer string, idx int, format string, args ...an
 func (cs *connState) plausibleResponse(p roce.PSN) bool {
 	r := cs.peekRel(p)
 	if cs.c.Verb == VerbRead {
-		return r >= 0 && r < cs.rd.sndNxt+4096
+		return r >= 0 && r < cs.read().sndNxt+4096
 	}
 	return r >= -1 && r < cs.gbn.sndNxt
 }

@@ -41,10 +41,10 @@ func (a *analyzer) counterExpectations(role int, vendor string) []expectation {
 		}
 		switch {
 		case read && role == roleRequester:
-			implied += int64(cs.rd.reissueGap)
-			timeouts += int64(cs.rd.reissueTimeout)
+			implied += int64(cs.read().reissueGap)
+			timeouts += int64(cs.read().reissueTimeout)
 		case read && role == roleResponder:
-			dup += int64(cs.rd.reissueDelivered)
+			dup += int64(cs.read().reissueDelivered)
 		case role == roleRequester:
 			if cs.isIRN() {
 				seqErr += int64(cs.irn.naksSent) // every IRN NAK is a sequence-error NAK the requester receives

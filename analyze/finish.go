@@ -7,7 +7,9 @@ import (
 
 var metaNames = [...]string{MetaAuto: "none", MetaMirror: "mirror", MetaComment: "comment", MetaNone: "none"}
 
-// finish closes every state machine and assembles the analysis.
+// finish closes every state machine and assembles the analysis. The result is a copy of a.res, not a pointer
+// into the analyzer: the caller keeps the analysis (e.g. while it writes the report) and the analyzer, with
+// every connection's state, its maps and indexes, is garbage as soon as Analyze returns.
 func (a *analyzer) finish() *Analysis {
 	res := &a.res
 	res.Metadata = metaNames[a.meta]
@@ -16,22 +18,21 @@ func (a *analyzer) finish() *Analysis {
 		if cs.c.PacketsPerMsg > 0 && cs.c.NumMsgs > 0 {
 			total = int64(cs.c.PacketsPerMsg) * int64(cs.c.NumMsgs)
 		}
-		flow := fmt.Sprintf("%s > %s qp 0x%06x", cs.c.ReqIP, cs.c.RespIP, cs.c.RespQPN)
 		switch {
 		case a.cutPackets(cs) > 0:
-			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: fmt.Sprintf(
+			res.Skipped = append(res.Skipped, Skipped{Flow: connFlow(cs), Reason: fmt.Sprintf(
 				"the capture cut the transport headers of %d of its packets (snap length too short): not judged", a.cutPackets(cs))})
 		case a.movedPackets(cs) > 0:
-			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: fmt.Sprintf(
+			res.Skipped = append(res.Skipped, Skipped{Flow: connFlow(cs), Reason: fmt.Sprintf(
 				"delay, reorder or duplicate events changed the delivery of %d of its packets after the switch saw them: the checkers, which read the switch's order, do not judge it", a.movedPackets(cs))})
 		case cs.sawRead && cs.sawWS:
-			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: "mixes READ with SEND/WRITE on one QP: not checked"})
+			res.Skipped = append(res.Skipped, Skipped{Flow: connFlow(cs), Reason: "mixes READ with SEND/WRITE on one QP: not checked"})
 		case !cs.sawRead && !cs.sawWS:
-			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: "no SEND, WRITE or READ packets (atomics are not checked)"})
+			res.Skipped = append(res.Skipped, Skipped{Flow: connFlow(cs), Reason: "no SEND, WRITE or READ packets (atomics are not checked)"})
 		case cs.learned && !cs.respKnown:
-			res.Skipped = append(res.Skipped, Skipped{Flow: flow, Reason: "the capture holds no responses for this connection"})
+			res.Skipped = append(res.Skipped, Skipped{Flow: connFlow(cs), Reason: "the capture holds no responses for this connection"})
 		case cs.sawRead:
-			cs.rd.finish(cs, total, a.lastIdx)
+			cs.read().finish(cs, total, a.lastIdx)
 			a.keep(cs, gbnRead)
 		case cs.isIRN():
 			cs.irn.finish(cs, total, a.lastIdx)
@@ -120,7 +121,14 @@ func (a *analyzer) finish() *Analysis {
 	if res.Skipped == nil {
 		res.Skipped = []Skipped{}
 	}
-	return res
+	out := *res
+	return &out
+}
+
+// connFlow names a connection in a skip record; it is made only for the connections skipped (a string per
+// connection was most of finish's garbage on a trace of 65,536 connections).
+func connFlow(cs *connState) string {
+	return fmt.Sprintf("%s > %s qp 0x%06x", cs.c.ReqIP, cs.c.RespIP, cs.c.RespQPN)
 }
 
 // keep adds a connection's check for one analyzer, creating an empty (passing) one if it found nothing.

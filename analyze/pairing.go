@@ -44,7 +44,7 @@ func (pg *pairing) init() {
 // the last request's response range (plausibleResponse).
 func (cs *connState) pairRange() (lo, hi int64) {
 	if cs.c.Verb == VerbRead {
-		return 0, cs.rd.sndNxt + 4095
+		return 0, cs.read().sndNxt + 4095
 	}
 	return -1, cs.gbn.sndNxt - 1
 }

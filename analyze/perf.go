@@ -73,7 +73,7 @@ func (a *analyzer) lossOnSend(cs *connState, r int64, m int, pi pktInfo, cl clas
 			rec.trigger = rec.pendTrig
 		case cl.trigger == TriggerNACK || cl.trigger == TriggerTimeout:
 			rec.trigger = cl.trigger
-		case cl.trigger == "" && cs.rd.ranges == nil:
+		case cl.trigger == "" && (cs.rd == nil || cs.rd.ranges == nil):
 			rec.trigger = TriggerTimeout
 		}
 	}

@@ -85,7 +85,7 @@ func (w *psnWindow) release(floor int64) {
 func (cs *connState) floor() int64 {
 	low := min(cs.gbn.una, cs.irn.una)
 	if cs.sawRead {
-		s := &cs.rd
+		s := cs.read()
 		low = s.ePSN
 		if s.serving {
 			low = min(low, s.cur)

@@ -91,17 +91,25 @@ func UnmarshalList(data []byte, key string, list any) error {
 
 // WriteDocument writes MarshalDocument(v) to w byte for byte, indenting as it writes: it holds the compact
 // encoding only, not the indented copy and the buffers in between (a few hundred megabytes for the analysis
-// of tens of thousands of connections).
+// of tens of thousands of connections). The compact encoding is json.Encoder's own buffer, handed to
+// docWriter in one Write: json.Marshal would copy it once more (tens of megabytes at the peak of memory).
 func WriteDocument(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	if done, err := writeSpliced(w, v); done {
 		return err
 	}
-	b = bytes.TrimSpace(b)
+	dw := &docWriter{ind: indenter{w: w, out: make([]byte, 0, 64<<10)}}
+	return json.NewEncoder(dw).Encode(v) // escapes HTML as json.Marshal does
+}
+
+// docWriter indents the one compact document json.Encoder writes, with schema_version first.
+type docWriter struct{ ind indenter }
+
+func (d *docWriter) Write(src []byte) (int, error) {
+	b := bytes.TrimSpace(src)
 	if len(b) < 2 || b[0] != '{' {
-		return fmt.Errorf("a JSON document must be an object, not %.20s", b)
+		return 0, fmt.Errorf("a JSON document must be an object, not %.20s", b)
 	}
-	ind := indenter{w: w, out: make([]byte, 0, 64<<10)}
+	ind := &d.ind
 	ind.write([]byte(`{"schema_version":` + strconv.Itoa(SchemaVersion)))
 	if !bytes.Equal(b, []byte("{}")) {
 		ind.write([]byte{','})
@@ -109,7 +117,10 @@ func WriteDocument(w io.Writer, v any) error {
 	ind.write(b[1:])
 	ind.out = append(ind.out, '\n')
 	ind.flush()
-	return ind.err
+	if ind.err != nil {
+		return 0, ind.err
+	}
+	return len(src), nil
 }
 
 // indenter is json.Indent(dst, src, "", "  ") for the compact output of json.Marshal (no space outside
