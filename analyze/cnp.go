@@ -278,7 +278,8 @@ const noTime = math.MinInt64
 
 // scopeTimes is a time per key of one limiter scope (keyOf): in a table indexed by the key's parts (the
 // connection, the notification point, the notification point and IP ids, all small), or in a map for a key
-// outside the table (which then grows no larger than maxScopeTable).
+// outside the table. There is no table when it would pass maxScopeTable entries or be mostly empty (many
+// more keys than records).
 type scopeTimes struct {
 	scope string
 	ids   int // IP ids there are (cnpState.ids): notification points are -2 .. ids-1, sender IPs 0 .. ids-1
@@ -304,7 +305,10 @@ func (c *cnpState) lastTimes(scope string) *scopeTimes {
 			n = max(n, int(o.conn)+1)
 		}
 	}
-	st.table = make([]int64, min(n, maxScopeTable))
+	if n > maxScopeTable || n > 4*(len(c.trigs)+len(c.cnps))+1024 {
+		n = 0 // a table mostly empty (many IPs, few records): the map only
+	}
+	st.table = make([]int64, n)
 	for i := range st.table {
 		st.table[i] = noTime
 	}

@@ -232,3 +232,23 @@ func TestScopeDueJSONLikeMap(t *testing.T) {
 		}
 	}
 }
+
+// Many IP ids and few records: the dest-ip scope keeps its times in the map only, and still agrees with the
+// reference.
+func TestCNPTablesManyIDs(t *testing.T) {
+	rng := rand.New(rand.NewSource(9))
+	c := randomCNPState(rng, 3000, 5, 200)
+	if st := c.lastTimes(ScopeDestIP); len(st.table) != 0 {
+		t.Fatalf("dest-ip table of %d entries for %d records", len(st.table), len(c.trigs)+len(c.cnps))
+	}
+	for _, s := range scopes {
+		if got, want := c.minGap(s), refMinGap(c, s); got != want {
+			t.Fatalf("scope %s: minGap %d, want %d", s, got, want)
+		}
+		got := make([]bool, len(c.trigs))
+		c.predict(s, 1000, true, got)
+		if want := refPredict(c, s, 1000, true); !equalBools(got, want) {
+			t.Fatalf("scope %s: predict %v, want %v", s, got, want)
+		}
+	}
+}
