@@ -456,6 +456,7 @@ func (c *cnpState) expected(a *analyzer, res *CNPResult) {
 
 // listTriggers lists the first maxTriggersListed triggers with what each hypothesis predicted for them.
 func (c *cnpState) listTriggers(a *analyzer, res *CNPResult, preds map[string][]bool) {
+	res.Triggers = make([]CNPTrigger, 0, min(len(c.trigs), maxTriggersListed))
 	for i, tr := range c.trigs {
 		if i == maxTriggersListed {
 			break
