@@ -51,12 +51,34 @@ const (
 
 // CNPTrigger is one CE-marked data packet or NAK and whether a CNP was due for it under each scope.
 type CNPTrigger struct {
-	Packet   int             `json:"packet"`
-	QP       int             `json:"qp"`
-	Kind     string          `json:"kind"` // ce | nak
-	TimeUs   float64         `json:"time_us"`
-	Answered bool            `json:"answered"`
-	Due      map[string]bool `json:"due"` // per scope
+	Packet   int      `json:"packet"`
+	QP       int      `json:"qp"`
+	Kind     string   `json:"kind"` // ce | nak
+	TimeUs   float64  `json:"time_us"`
+	Answered bool     `json:"answered"`
+	Due      ScopeDue `json:"due"` // per scope
+}
+
+// ScopeDue says under which limiter scopes a trigger was due a CNP. Its JSON is the object a map from scope
+// name to due would give ({"dest-ip": .., "port": .., "qp": ..}, the names in order), without a map per
+// trigger to build and to encode.
+type ScopeDue struct {
+	DestIP bool `json:"dest-ip"`
+	Port   bool `json:"port"`
+	QP     bool `json:"qp"`
+}
+
+// Of is the trigger's due under scope (ScopeQP, ScopeDestIP or ScopePort; false for any other).
+func (d ScopeDue) Of(scope string) bool {
+	switch scope {
+	case ScopeDestIP:
+		return d.DestIP
+	case ScopePort:
+		return d.Port
+	case ScopeQP:
+		return d.QP
+	}
+	return false
 }
 
 const (
@@ -92,6 +114,8 @@ type cnpState struct {
 	// full is set once either record list reached maxCNPRecords: nothing more is recorded except the CNPs
 	// that answer a recorded trigger.
 	full bool
+	// byConn and at are cnpsByConn's, made on its first call.
+	byConn, at []int32
 }
 
 func (c *cnpState) init() { c.ids = make(map[netip.Addr]int) }
@@ -218,36 +242,108 @@ func keyOf(scope string, np, ip, conn int32) scopeKey {
 
 // minGap is the smallest time between two CNPs of the same key under a scope; -1 if no key had two.
 func (c *cnpState) minGap(scope string) int64 {
-	last := map[scopeKey]int64{}
+	last := c.lastTimes(scope)
 	var best int64 = -1
 	for _, o := range c.cnps {
 		if o.conn < 0 {
 			continue
 		}
-		k := keyOf(scope, o.np, o.ip, o.conn)
-		if t, ok := last[k]; ok && (best < 0 || o.t-t < best) {
+		p := last.at(o.np, o.ip, o.conn)
+		if t := *p; t != noTime && (best < 0 || o.t-t < best) {
 			best = o.t - t
 		}
-		last[k] = o.t
+		*p = o.t
 	}
 	return best
 }
 
 // predict says which triggers a limiter of the given scope and interval answers (interval < 0: infinite).
 func (c *cnpState) predict(scope string, intervalNs int64, withNAK bool, out []bool) {
-	last := map[scopeKey]int64{}
+	last := c.lastTimes(scope)
 	for i, tr := range c.trigs {
 		out[i] = false
 		if tr.kind == trigNAK && !withNAK {
 			continue
 		}
-		k := keyOf(scope, tr.np, tr.ip, tr.conn)
-		t, ok := last[k]
-		if !ok || intervalNs >= 0 && tr.t-t >= intervalNs {
+		p := last.at(tr.np, tr.ip, tr.conn)
+		if t := *p; t == noTime || intervalNs >= 0 && tr.t-t >= intervalNs {
 			out[i] = true
-			last[k] = tr.t
+			*p = tr.t
 		}
 	}
+}
+
+// noTime marks a key of a scopeTimes that has no time yet.
+const noTime = math.MinInt64
+
+// scopeTimes is a time per key of one limiter scope (keyOf): in a table indexed by the key's parts (the
+// connection, the notification point, the notification point and IP ids, all small), or in a map for a key
+// outside the table. There is no table when it would pass maxScopeTable entries or be mostly empty (many
+// more keys than records).
+type scopeTimes struct {
+	scope string
+	ids   int // IP ids there are (cnpState.ids): notification points are -2 .. ids-1, sender IPs 0 .. ids-1
+	table []int64
+	other map[scopeKey]*int64
+}
+
+const maxScopeTable = 1 << 20
+
+func (c *cnpState) lastTimes(scope string) *scopeTimes {
+	st := &scopeTimes{scope: scope, ids: len(c.ids)}
+	var n int
+	switch scope {
+	case ScopePort:
+		n = st.ids + 2
+	case ScopeDestIP:
+		n = (st.ids + 2) * st.ids
+	default:
+		for _, tr := range c.trigs {
+			n = max(n, int(tr.conn)+1)
+		}
+		for _, o := range c.cnps {
+			n = max(n, int(o.conn)+1)
+		}
+	}
+	if n > maxScopeTable || n > 4*(len(c.trigs)+len(c.cnps))+1024 {
+		n = 0 // a table mostly empty (many IPs, few records): the map only
+	}
+	st.table = make([]int64, n)
+	for i := range st.table {
+		st.table[i] = noTime
+	}
+	return st
+}
+
+// at is where the time of the key of (np, ip, conn) is kept.
+func (st *scopeTimes) at(np, ip, conn int32) *int64 {
+	i := -1
+	switch st.scope {
+	case ScopePort:
+		if np >= -2 && int(np) < st.ids {
+			i = int(np) + 2
+		}
+	case ScopeDestIP:
+		if np >= -2 && int(np) < st.ids && ip >= 0 && int(ip) < st.ids {
+			i = (int(np)+2)*st.ids + int(ip)
+		}
+	default:
+		i = int(conn)
+	}
+	if i >= 0 && i < len(st.table) {
+		return &st.table[i]
+	}
+	k := keyOf(st.scope, np, ip, conn)
+	if p := st.other[k]; p != nil {
+		return p
+	}
+	if st.other == nil {
+		st.other = map[scopeKey]*int64{}
+	}
+	p := new(int64)
+	*p = noTime
+	st.other[k] = p
+	return p
 }
 
 // result infers the scope: "none" when every trigger was answered; otherwise the one hypothesis that explains
@@ -360,6 +456,7 @@ func (c *cnpState) expected(a *analyzer, res *CNPResult) {
 
 // listTriggers lists the first maxTriggersListed triggers with what each hypothesis predicted for them.
 func (c *cnpState) listTriggers(a *analyzer, res *CNPResult, preds map[string][]bool) {
+	res.Triggers = make([]CNPTrigger, 0, min(len(c.trigs), maxTriggersListed))
 	for i, tr := range c.trigs {
 		if i == maxTriggersListed {
 			break
@@ -368,10 +465,7 @@ func (c *cnpState) listTriggers(a *analyzer, res *CNPResult, preds map[string][]
 		if tr.kind == trigNAK {
 			kind = "nak"
 		}
-		d := map[string]bool{}
-		for _, s := range scopes {
-			d[s] = preds[s][i]
-		}
+		d := ScopeDue{DestIP: preds[ScopeDestIP][i], Port: preds[ScopePort][i], QP: preds[ScopeQP][i]}
 		res.Triggers = append(res.Triggers, CNPTrigger{Packet: tr.idx, QP: a.conns[tr.conn].qp(), Kind: kind,
 			TimeUs: us(tr.t), Answered: tr.answered, Due: d})
 	}
@@ -467,35 +561,35 @@ const cnpLatencyNs = 20_000
 func (c *cnpState) match(due []bool) (answered []bool, missed, extra []int) {
 	answered = make([]bool, len(c.trigs))
 	used := make([]bool, len(c.cnps))
-	byConn := map[int32][]int{} // CNP indices per connection, in time order
-	for j, o := range c.cnps {
-		if o.conn >= 0 {
-			byConn[o.conn] = append(byConn[o.conn], j)
-		}
-	}
-	next := map[int32]int{} // per connection: position in byConn of the first CNP not yet passed
+	byConn, at := c.cnpsByConn()
+	next := make([]int32, len(at)) // per connection: position in byConn of the first CNP not yet passed
+	copy(next, at)
 	for i, tr := range c.trigs {
 		if !due[i] {
 			continue
 		}
-		conn := tr.conn
+		conn := int(tr.conn)
 		from := tr.t
 		if tr.kind == trigNAK {
 			from -= earlyCNPWindowNs
 		}
-		list := byConn[conn]
-		k := next[conn]
-		for k < len(list) && c.cnps[list[k]].t < from {
+		k, end := int32(0), int32(0) // a connection with no CNP: nothing answers
+		if conn+1 < len(at) {
+			k, end = next[conn], at[conn+1]
+		}
+		for k < end && c.cnps[byConn[k]].t < from {
 			k++ // earlier CNPs answer nothing due: they stay unused (extra)
 		}
-		if k < len(list) && c.cnps[list[k]].t-tr.t <= cnpLatencyNs {
-			used[list[k]] = true
+		if k < end && c.cnps[byConn[k]].t-tr.t <= cnpLatencyNs {
+			used[byConn[k]] = true
 			answered[i] = true
 			k++
 		} else {
 			missed = append(missed, i)
 		}
-		next[conn] = k
+		if conn+1 < len(at) {
+			next[conn] = k
+		}
 	}
 	for j, o := range c.cnps {
 		if !used[j] && o.conn >= 0 {
@@ -503,6 +597,38 @@ func (c *cnpState) match(due []bool) (answered []bool, missed, extra []int) {
 		}
 	}
 	return answered, missed, extra
+}
+
+// cnpsByConn returns the indices of the attributed CNPs grouped by connection, each group in time (record)
+// order: connection i's are byConn[at[i]:at[i+1]]. It is made once, on the first call (after the trace).
+func (c *cnpState) cnpsByConn() (byConn, at []int32) {
+	if c.at != nil {
+		return c.byConn, c.at
+	}
+	n := 0
+	for _, o := range c.cnps {
+		n = max(n, int(o.conn)+1)
+	}
+	at = make([]int32, n+1)
+	for _, o := range c.cnps {
+		if o.conn >= 0 {
+			at[o.conn+1]++
+		}
+	}
+	for i := 1; i <= n; i++ {
+		at[i] += at[i-1]
+	}
+	byConn = make([]int32, at[n])
+	fill := make([]int32, n)
+	copy(fill, at)
+	for j, o := range c.cnps {
+		if o.conn >= 0 {
+			byConn[fill[o.conn]] = int32(j)
+			fill[o.conn]++
+		}
+	}
+	c.byConn, c.at = byConn, at
+	return byConn, at
 }
 
 // setAnswered records which triggers a CNP answered (for the triggers list of the result).

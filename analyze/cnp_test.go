@@ -86,7 +86,7 @@ func TestCNPTable3PortScope(t *testing.T) {
 	for q := 1; q <= 3; q++ {
 		wantOK(t, check(t, res, "cnp", q))
 	}
-	if d := res.CNP.Triggers[1].Due; d[ScopePort] || !d[ScopeDestIP] || !d[ScopeQP] {
+	if d := res.CNP.Triggers[1].Due; d.Of(ScopePort) || !d.Of(ScopeDestIP) || !d.Of(ScopeQP) || d.Of(ScopeNone) {
 		t.Errorf("QP2's first mark: due %v, want due under dest-ip and qp only", d)
 	}
 	// The same answers judged against a per-destination-IP configuration fail on QP2 and QP3.

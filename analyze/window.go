@@ -42,6 +42,9 @@ type psnWindow struct {
 	// old is handed out for released rels: such a PSN was acknowledged long ago, so it reads as delivered and
 	// received, never pending a loss, and whatever is written to it is forgotten.
 	old psnSlot
+	// warm is the end of the slots grow cleared ahead (len(slots) <= warm <= cap(slots), or less after a
+	// release): the next slots' memory, brought into the cache in one burst.
+	warm int
 }
 
 // end is the first rel past the window.
@@ -55,10 +58,11 @@ func (cs *connState) grow(r int64) {
 		if len(w.slots) == cap(w.slots) {
 			w.release(max(cs.floor(), r+1-cs.a.maxWin))
 		}
-		if n := len(w.slots); n%warmSlots == 0 && n < cap(w.slots) {
+		if n := len(w.slots); n >= w.warm && n < cap(w.slots) {
 			// Clear the next run of slots beyond the end at once (what append would write, one slot at a time):
 			// their memory comes into the cache in one burst rather than as a cache miss in every packet.
-			clear(w.slots[n:min(n+warmSlots, cap(w.slots))])
+			w.warm = min(n+warmSlots, cap(w.slots))
+			clear(w.slots[n:w.warm])
 		}
 		w.slots = append(w.slots, psnSlot{})
 	}
@@ -72,12 +76,13 @@ func (w *psnWindow) release(floor int64) {
 	}
 	if dead >= int64(len(w.slots)) {
 		// Everything held is dead: restart the window at the floor.
-		w.base, w.slots = floor, w.slots[:0]
+		w.base, w.slots, w.warm = floor, w.slots[:0], 0
 		return
 	}
+	// The slots past the moved ones are not cleared here: grow clears them just before they are used (append
+	// would write them anyway), when their memory is wanted in the cache.
 	n := copy(w.slots, w.slots[dead:])
-	clear(w.slots[n:])
-	w.slots = w.slots[:n]
+	w.slots, w.warm = w.slots[:n], n
 	w.base = floor
 }
 

@@ -264,3 +264,35 @@ func TestCNPRecordsCapped(t *testing.T) {
 		t.Fatalf("scope %s, mismatches %v", c.ScopeInferred, c.Mismatches)
 	}
 }
+
+// A slot the window hands out for a new rel is all zero, whether its memory is fresh, was cleared ahead by
+// grow, or held a released rel's state before the window moved down (release no longer clears that memory:
+// grow clears it just before use); the cleared-ahead mark stays within the capacity.
+func TestWindowNewSlotsZero(t *testing.T) {
+	a := newAnalyzer(Options{})
+	a.slack, a.maxWin = 8, 1<<20
+	cs := newConnState(a, Conn{}, true)
+	var next int64
+	for round := 0; round < 50; round++ {
+		for i := 0; i < 37+round*11; i++ {
+			if !cs.ensure(next) {
+				t.Fatalf("rel %d refused", next)
+			}
+			s := cs.slot(next)
+			if *s != (psnSlot{}) {
+				t.Fatalf("round %d: new rel %d (window base %d, %d of %d slots) holds %+v", round, next, cs.win.base,
+					len(cs.win.slots), cap(cs.win.slots), *s)
+			}
+			*s = psnSlot{firstTx: 1, lastTx: 2, lastIdx: 3, msgOf: 4, lost: 5, flags: 6} // stale state if reused
+			next++
+			if w := &cs.win; w.warm > cap(w.slots) {
+				t.Fatalf("cleared ahead up to %d, past the capacity %d", w.warm, cap(w.slots))
+			}
+		}
+		// Acknowledge all but the last few: the next growth past the capacity releases and moves down.
+		cs.gbn.una, cs.irn.una = next-3, next-3
+	}
+	if cs.win.base < 1000 {
+		t.Fatalf("window base %d after %d rels: nothing released", cs.win.base, next)
+	}
+}

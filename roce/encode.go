@@ -105,7 +105,9 @@ func (p *Packet) AppendTo(buf []byte) ([]byte, error) {
 	p.end = end
 	p.Truncated = false
 	p.Reason = ReasonNone
-	p.ICRC = icrc(p.scratch[:0], d, p.Version, p.IPv6, l3, p.IPHdrLen, bth, end)
+	sc := scratchPool.Get().(*ICRCScratch)
+	p.ICRC = icrc(sc[:0], d, p.Version, p.IPv6, l3, p.IPHdrLen, bth, end)
+	scratchPool.Put(sc)
 	binary.LittleEndian.PutUint32(d[end-ICRCLen:], p.ICRC)
 	return buf, nil
 }

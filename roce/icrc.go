@@ -3,6 +3,7 @@ package roce
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"sync"
 )
 
 // ICRCStatus is the verdict on a packet's invariant CRC.
@@ -32,10 +33,21 @@ var crcAfterLRH = crc32.Update(0, crc32.IEEETable, []byte{0xff, 0xff, 0xff, 0xff
 // are masked with ones: IPv4 TOS, TTL and header checksum; IPv6/GRH traffic class, flow label and hop limit; the
 // UDP checksum; the BTH's FECN/BECN/reserved byte. It returns false if the packet is not RoCE or truncated.
 func (p *Packet) ComputeICRC() (uint32, bool) {
+	s := scratchPool.Get().(*ICRCScratch)
+	crc, ok := p.ComputeICRCScratch(s)
+	scratchPool.Put(s)
+	return crc, ok
+}
+
+// scratchPool holds the gathering buffers of the ICRC computations that bring none (ComputeICRC, Encode).
+var scratchPool = sync.Pool{New: func() any { return new(ICRCScratch) }}
+
+// ComputeICRCScratch is ComputeICRC gathering in s (a loop over many packets keeps one per goroutine).
+func (p *Packet) ComputeICRCScratch(s *ICRCScratch) (uint32, bool) {
 	if p.Version == NotRoCE || p.Truncated || p.end == 0 || p.end > len(p.data) {
 		return 0, false
 	}
-	return icrc(p.scratch[:0], p.data, p.Version, p.IPv6, p.L3Offset, p.IPHdrLen, p.BTHOffset, p.end), true
+	return icrc(s[:0], p.data, p.Version, p.IPv6, p.L3Offset, p.IPHdrLen, p.BTHOffset, p.end), true
 }
 
 // icrc computes the invariant CRC of frame d, whose network header starts at l3 (ipHdrLen bytes long), whose BTH
@@ -124,7 +136,15 @@ func leadStates(want uint32) [icrcLeadMax]uint32 {
 
 // CheckICRC verifies the packet's invariant CRC.
 func (p *Packet) CheckICRC() ICRCStatus {
-	want, ok := p.ComputeICRC()
+	return p.icrcStatus(p.ComputeICRC())
+}
+
+// CheckICRCScratch is CheckICRC gathering in s (a loop over many packets keeps one per goroutine).
+func (p *Packet) CheckICRCScratch(s *ICRCScratch) ICRCStatus {
+	return p.icrcStatus(p.ComputeICRCScratch(s))
+}
+
+func (p *Packet) icrcStatus(want uint32, ok bool) ICRCStatus {
 	if !ok {
 		return ICRCNotCheckable
 	}

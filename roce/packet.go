@@ -143,11 +143,17 @@ type Packet struct {
 	data    []byte
 	origLen int
 	end     int // offset just past the ICRC, per the network headers
-	scratch [icrcScratch]byte
+	// No ICRC scratch buffer here: a Packet stays small (decoded packets handed between cores move less
+	// memory), and copies of it share nothing. ComputeICRC takes one from a pool, ComputeICRCScratch the
+	// caller's.
 }
 
 // icrcScratch is the size of the buffer the ICRC gathers headers and the first payload bytes in.
 const icrcScratch = 256
+
+// ICRCScratch is the memory an ICRC computation gathers headers and the first payload bytes in
+// (CheckICRCScratch): one per goroutine serves any number of packets.
+type ICRCScratch [icrcScratch]byte
 
 // DSCP returns the differentiated services code point.
 func (p *Packet) DSCP() uint8 { return p.TOS >> 2 }

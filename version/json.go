@@ -135,22 +135,31 @@ type indenter struct {
 }
 
 func (d *indenter) write(src []byte) {
-	for _, c := range src {
-		if len(d.out) >= 60<<10 {
+	for len(src) > 0 {
+		if len(d.out) >= indentFlush {
 			d.flush()
 		}
+		room := indentFlush + 1 - len(d.out) // bytes of src taken in one go: d.out stays bounded
 		if d.inString {
-			d.out = append(d.out, c)
-			switch {
-			case d.escape:
-				d.escape = false
-			case c == '\\':
-				d.escape = true
-			case c == '"':
-				d.inString = false
+			// The string's bytes up to and with its closing quote, copied at once.
+			i, end := 0, min(len(src), room)
+			for i < end {
+				c := src[i]
+				i++
+				if d.escape {
+					d.escape = false
+				} else if c == '\\' {
+					d.escape = true
+				} else if c == '"' {
+					d.inString = false
+					break
+				}
 			}
+			d.out = append(d.out, src[:i]...)
+			src = src[i:]
 			continue
 		}
+		c := src[0]
 		if d.needIndent && c != '}' && c != ']' {
 			d.needIndent = false
 			d.depth++
@@ -177,10 +186,24 @@ func (d *indenter) write(src []byte) {
 			}
 			d.out = append(d.out, c)
 		default:
-			d.out = append(d.out, c)
+			// A number or a literal (true, false, null): up to the next structural byte, copied at once.
+			i, end := 1, min(len(src), room)
+			for i < end && !jsonStructural[src[i]] {
+				i++
+			}
+			d.out = append(d.out, src[:i]...)
+			src = src[i:]
+			continue
 		}
+		src = src[1:]
 	}
 }
+
+// indentFlush is the size at which the indenter writes out what it holds.
+const indentFlush = 60 << 10
+
+// jsonStructural is the bytes that end a number or a literal in compact JSON.
+var jsonStructural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true, ',': true, ':': true}
 
 func (d *indenter) newline() {
 	d.out = append(d.out, '\n')

@@ -2,6 +2,7 @@ package version
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -90,5 +91,38 @@ func TestWriteDocumentErrors(t *testing.T) {
 	}
 	if err := WriteDocument(&bytes.Buffer{}, []int{1}); err == nil || !strings.Contains(err.Error(), "must be an object") {
 		t.Errorf("a list: %v", err)
+	}
+}
+
+// TestIndenterPieces: the indenter gives json.Indent's output whatever pieces the compact encoding comes in
+// (a piece may end inside a string, right after a backslash, or inside a number or a literal), and long
+// strings and numbers pass through its bounded buffer.
+func TestIndenterPieces(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	long := map[string]any{"s": strings.Repeat(`a\"b`, 50000), "n": []float64{1e300, -1.5e-300, 123456789012345}}
+	for i := 0; i < 300; i++ {
+		var v any = map[string]any{"doc": randomValue(r, 0), "t": true, "f": false, "z": nil, "n": -12.5e-7}
+		if i == 0 {
+			v = long
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := json.Indent(&want, b, "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		ind := indenter{w: &got}
+		for rest := b; len(rest) > 0; {
+			n := min(len(rest), 1+r.IntN(40))
+			ind.write(rest[:n])
+			rest = rest[n:]
+		}
+		ind.flush()
+		if ind.err != nil || !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("document %d (%v): in pieces\n%.2000s\nwant\n%.2000s", i, ind.err, got.Bytes(), want.Bytes())
+		}
 	}
 }

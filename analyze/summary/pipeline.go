@@ -58,9 +58,10 @@ type pipeline struct {
 	// count counts packet i of b into the summary (stage 4; Source.count).
 	count func(b *pbatch, i int)
 
-	cur *pbatch // the batch the consumer reads
-	pos int     // index in cur of the next packet
-	err error   // what ended the stream, once the consumer reached it
+	cur     *pbatch          // the batch the consumer reads
+	scratch roce.ICRCScratch // the consumer's, for the batches it decodes itself
+	pos     int              // index in cur of the next packet
+	err     error            // what ended the stream, once the consumer reached it
 }
 
 // pbatch is a run of consecutive packets of the stream.
@@ -300,9 +301,10 @@ func (p *pipeline) decode() {
 	if pipeHoldDecoders != nil {
 		<-pipeHoldDecoders
 	}
+	scratch := new(roce.ICRCScratch)
 	for w := range p.work {
 		if b := w.b; b.claim.CompareAndSwap(w.use<<1, w.use<<1|1) {
-			p.decodeBatch(b)
+			p.decodeBatch(b, scratch)
 			b.ready <- struct{}{}
 		} else {
 			p.passed.Add(1)
@@ -310,8 +312,9 @@ func (p *pipeline) decode() {
 	}
 }
 
-// decodeBatch decodes a batch's frames and verifies their ICRCs.
-func (p *pipeline) decodeBatch(b *pbatch) {
+// decodeBatch decodes a batch's frames and verifies their ICRCs, gathering in the caller's scratch (the
+// decoded packets keep none of their own: they are smaller to hand to the consumer's core).
+func (p *pipeline) decodeBatch(b *pbatch, scratch *roce.ICRCScratch) {
 	for i := range b.pkts {
 		pk := &b.pkts[i]
 		d := &b.dec[i]
@@ -322,7 +325,7 @@ func (p *pipeline) decodeBatch(b *pbatch) {
 		ok := d.DecodePort(pk.Data, pk.OrigLen, p.port)
 		b.ok[i] = ok
 		if ok && !p.skipCRC && !d.Truncated {
-			b.icrc[i] = d.CheckICRC()
+			b.icrc[i] = d.CheckICRCScratch(scratch)
 		}
 	}
 }
@@ -364,7 +367,7 @@ func (p *pipeline) next() (pk *trace.Packet, origin int, dec *roce.Packet, ok bo
 		}
 		b := <-p.ordered // the reader sends a batch with an error last, so the stream never runs dry
 		if b.claim.CompareAndSwap(b.use<<1, b.use<<1|1) {
-			p.decodeBatch(b)
+			p.decodeBatch(b, &p.scratch)
 			p.selfDecoded++
 		} else {
 			<-b.ready

@@ -45,8 +45,9 @@ type flow struct {
 
 // Stats accumulates a capture summary packet by packet. The zero value is not ready: use NewStats.
 type Stats struct {
-	opts Options
-	pkt  roce.Packet
+	opts    Options
+	pkt     roce.Packet
+	scratch roce.ICRCScratch // the ICRC's, for the frames Add decodes itself
 
 	packets, bytes, capBytes int64
 	minNs, maxNs             int64
@@ -163,7 +164,7 @@ func (s *Stats) checkICRC(p *roce.Packet, decoded bool) roce.ICRCStatus {
 	if !decoded || s.opts.SkipICRC || p.Truncated {
 		return roce.ICRCNotCheckable
 	}
-	return p.CheckICRC()
+	return p.CheckICRCScratch(&s.scratch)
 }
 
 // addDecoded accounts one Ethernet frame that p holds the decoding of (DecodePort on the options' port, which
