@@ -277,9 +277,17 @@ func workload(w io.Writer, doc *verdict.Document) {
 	wl := doc.Workload
 	fmt.Fprintf(w, "workload   %.0f us measured: goodput %.1f Gb/s, %.2f Mpps (limits %.0f Gb/s, %.1f Mpps: %.0f%%), pause %.3f%%\n",
 		wl.WindowUs, wl.GoodputGbps, wl.GoodputMpps, wl.LimitGbps, wl.LimitMpps, 100*wl.LimitShare, 100*wl.PauseRatio)
-	if wl.InFlightGbps > 0 && (wl.LimitGbps >= wl.InFlightGbps || wl.LimitMpps >= wl.InFlightMpps) {
-		fmt.Fprintf(w, "           the limits are what the workload keeps in flight: %.1f Gb/s, %.2f Mpps over one unloaded round trip\n",
-			wl.InFlightGbps, wl.InFlightMpps)
+	if wl.InFlightGbps > 0 {
+		var bound []string
+		if wl.LimitGbps >= wl.InFlightGbps {
+			bound = append(bound, fmt.Sprintf("%.1f Gb/s", wl.InFlightGbps))
+		}
+		if wl.LimitMpps >= wl.InFlightMpps {
+			bound = append(bound, fmt.Sprintf("%.2f Mpps", wl.InFlightMpps))
+		}
+		if len(bound) > 0 {
+			fmt.Fprintf(w, "           limited by what the workload keeps in flight (one unloaded round trip): %s\n", strings.Join(bound, ", "))
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "HOST\tNIC\tTX Gb/s\tRX Gb/s\tTX Mpps\tRX Mpps\tPAUSE %\t")

@@ -146,3 +146,32 @@ func TestCaptureSkipped(t *testing.T) {
 		t.Error("ChecksOK true with a failed check")
 	}
 }
+
+// A workload's line says which limit is what the workload keeps in flight, and says nothing of it when the
+// NIC's or the line's limits are lower.
+func TestWorkloadInFlightLine(t *testing.T) {
+	for _, c := range []struct {
+		wl   resultsdir.WorkloadAnalysis
+		want string
+	}{
+		{resultsdir.WorkloadAnalysis{LimitGbps: 29.1, LimitMpps: 3.29, InFlightGbps: 29.1, InFlightMpps: 3.29},
+			"limited by what the workload keeps in flight (one unloaded round trip): 29.1 Gb/s, 3.29 Mpps\n"},
+		{resultsdir.WorkloadAnalysis{LimitGbps: 100, LimitMpps: 3.29, InFlightGbps: 150, InFlightMpps: 3.29},
+			"limited by what the workload keeps in flight (one unloaded round trip): 3.29 Mpps\n"},
+		{resultsdir.WorkloadAnalysis{LimitGbps: 100, LimitMpps: 11.3, InFlightGbps: 150, InFlightMpps: 20}, ""},
+		{resultsdir.WorkloadAnalysis{LimitGbps: 100, LimitMpps: 11.3}, ""}, // a workload.json from before in_flight
+	} {
+		var buf bytes.Buffer
+		wl := c.wl
+		workload(&buf, &verdict.Document{Workload: &wl})
+		got := ""
+		for _, line := range strings.SplitAfter(buf.String(), "\n") {
+			if strings.Contains(line, "in flight") {
+				got = strings.TrimLeft(line, " ")
+			}
+		}
+		if got != c.want {
+			t.Errorf("%+v: in-flight line %q, want %q", c.wl, got, c.want)
+		}
+	}
+}

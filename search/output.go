@@ -196,6 +196,16 @@ func checkSavedConfig(path, profile string, cfg Config) (int, error) {
 			continue // a resumed search may go further
 		}
 		if !jsonEqual(v, b[k]) {
+			var was, now struct {
+				QPTypes []string `json:"qp_type"`
+			}
+			if k == "space" && json.Unmarshal(v, &was) == nil && json.Unmarshal(b[k], &now) == nil &&
+				!slices.Equal(was.QPTypes, now.QPTypes) {
+				// No option brings them back: the profile's space leaves out what its NIC cannot create.
+				return 0, fmt.Errorf("%s: the search ran over QP types %s, but profile %s's space now has only %s "+
+					"(its NIC cannot create the others; an earlier version searched them): start the search again with another --out",
+					path, strings.Join(was.QPTypes, ", "), profile, strings.Join(now.QPTypes, ", "))
+			}
 			return 0, fmt.Errorf("%s: the search ran with %s %s, now %s; resume with the same options", path, k, v, b[k])
 		}
 	}

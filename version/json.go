@@ -93,6 +93,9 @@ func UnmarshalList(data []byte, key string, list any) error {
 // encoding only, not the indented copy and the buffers in between (a few hundred megabytes for the analysis
 // of tens of thousands of connections). The compact encoding is json.Encoder's own buffer, handed to
 // docWriter in one Write: json.Marshal would copy it once more (tens of megabytes at the peak of memory).
+// A long list (see longList) is encoded one element at a time, so an element that cannot be encoded (a NaN, a
+// failing MarshalJSON) is found after part of the document was written: the output then stops short, never
+// closed, and the error is returned; the caller must not take w's contents as a document.
 func WriteDocument(w io.Writer, v any) error {
 	if done, err := writeSpliced(w, v); done {
 		return err

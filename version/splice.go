@@ -138,6 +138,11 @@ func skeleton(v any) (skel any, long []longField, ok bool) {
 			return nil, nil, false
 		}
 	}
+	if reflect.ValueOf(v).Kind() != reflect.Pointer {
+		// Encoded by value, as json.Marshal(v) would: through the pointer, a field whose MarshalJSON has a
+		// pointer receiver would be addressable and marshal itself, where json.Marshal(v) does not call it.
+		return cp.Elem().Interface(), long, true
+	}
 	return cp.Interface(), long, true
 }
 

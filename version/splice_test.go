@@ -41,6 +41,8 @@ type spDoc struct {
 	Skipped []int     `json:"-"`
 	Nil     []spElem  `json:"nil"`
 	PtrList []*spElem `json:"ptr_list"`
+	// M marshals itself only when addressable: a document passed by value must not get it called.
+	M spPtrM `json:"m"`
 }
 
 type SpInner = spInner
@@ -77,7 +79,7 @@ func TestWriteDocumentSplicesLongLists(t *testing.T) {
 		n := r.IntN(9)
 		d := &spDoc{spValue: spValue{Vals: r.Perm(n)}, Checks: spElems(r, n), Maybe: r.Perm(n),
 			Raw: []byte("<x>&" + randomString(r)), Nested: spInner{Flows: spElems(r, n)}, Plain: []string{randomString(r)},
-			hidden: []int{1}, Skipped: r.Perm(n)}
+			hidden: []int{1}, Skipped: r.Perm(n), M: spPtrM{i}}
 		for j := 0; j < n; j++ {
 			d.Ptrs = append(d.Ptrs, spPtrM{j})
 			e := spElem{Name: "<&>"}

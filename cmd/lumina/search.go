@@ -72,8 +72,11 @@ evaluated in parallel and applied in proposal order, so the result is the same a
 				if err != nil {
 					return badInput("reading the restriction: %v", err)
 				}
-				sp, err := search.ParseRestrict(restrict, data, cfg.Space)
+				sp, err := search.ParseRestrict(restrict, data, full) // what the file leaves out is the profile's space
 				if err != nil {
+					if len(full.QPTypes) < len(cfg.Space.QPTypes) {
+						return badInput("%v (profile %s's space has only the QP types its NIC can create)", err, profile)
+					}
 					return badInput("%v", err)
 				}
 				if err := search.CheckProfileSpace(profile, sp); err != nil {
