@@ -156,6 +156,9 @@ type mhost struct {
 	fetchActive    int
 	fetchEngFree   int64 // the receive-WQE fetcher is busy until then (rx.fetch-wqe-ns)
 	fetchQ, fetchN des.Ring[int32]
+	// Demand fetches in flight and waiting when they have slots of their own (rx.demand-fetch-slots).
+	demandActive     int
+	demandQ, demandN des.Ring[int32]
 	// Occupancy integral for the average.
 	occArea int64
 	occAt   int64
@@ -405,7 +408,11 @@ func (s *msim) dispatch(e *des.Event) {
 	case mevHostPause:
 		s.hostPause(h, e.Aux == 1)
 	case mevRxWQEFetched:
-		s.rqFetched(h, e.Arg, int(e.Aux))
+		if e.Aux < 0 { // a demand fetch on slots of its own
+			s.rqFetched(h, e.Arg, int(-e.Aux), true)
+		} else {
+			s.rqFetched(h, e.Arg, int(e.Aux), false)
+		}
 	case mevNAK:
 		s.goBack(h, e.Arg, e.Aux)
 	case mevLoopDone:
@@ -1313,11 +1320,13 @@ func (s *msim) rqPrefetch(h *mhost, ci int32) {
 		return // not in the cache and nothing waiting: its WQEs are read when its next message needs one
 	}
 	if n := s.prefetchSize(h); c.rqCached+c.rqFetching <= n/2 {
-		s.rqFetch(h, ci, n)
+		s.rqFetch(h, ci, n, false)
 	}
 }
 
-func (s *msim) rqFetch(h *mhost, ci int32, want int) {
+// rqFetch reads up to want receive WQEs of the connection; demand (a message waits for one) uses the
+// rx.demand-fetch-slots when the profile gives demand fetches slots of their own.
+func (s *msim) rqFetch(h *mhost, ci int32, want int, demand bool) {
 	c := &s.conns[ci]
 	// A QP never holds more than prefetch-max WQEs on the NIC.
 	n := min(want, c.rqAvail-c.rqCached-c.rqFetching, h.m.Rx.PrefetchMax-c.rqCached-c.rqFetching)
@@ -1325,31 +1334,53 @@ func (s *msim) rqFetch(h *mhost, ci int32, want int) {
 		return
 	}
 	c.rqFetching += n
+	if demand && h.m.Rx.DemandFetchSlots > 0 {
+		if h.demandActive >= h.m.Rx.DemandFetchSlots {
+			h.demandQ.Push(ci)
+			h.demandN.Push(int32(n))
+			return
+		}
+		s.issueRQFetch(h, ci, n, true)
+		return
+	}
 	if h.fetchActive >= h.m.Rx.FetchSlots {
 		h.fetchQ.Push(ci) // the receive-WQE fetcher is busy: wait in line
 		h.fetchN.Push(int32(n))
 		return
 	}
-	s.issueRQFetch(h, ci, n)
+	s.issueRQFetch(h, ci, n, false)
 }
 
-func (s *msim) issueRQFetch(h *mhost, ci int32, n int) {
-	h.fetchActive++
+func (s *msim) issueRQFetch(h *mhost, ci int32, n int, demand bool) {
+	aux := int32(n)
+	if demand {
+		h.demandActive++
+		aux = -aux
+	} else {
+		h.fetchActive++
+	}
 	done := s.pcieRead(h, s.now, n*s.w.SGE*h.m.Rx.WQEBytes, false)
 	if c := h.m.Rx.FetchWQENs; c > 0 {
 		h.fetchEngFree = max(s.now, h.fetchEngFree) + int64(n)*c*psPerNs
 		done = max(done, h.fetchEngFree)
 	}
-	s.q.Push(des.Event{At: done, Kind: mevRxWQEFetched, Obj: int32(h.id), Arg: ci, Aux: int32(n)})
+	s.q.Push(des.Event{At: done, Kind: mevRxWQEFetched, Obj: int32(h.id), Arg: ci, Aux: aux})
 }
 
 // rqFetched caches fetched WQEs, evicting the least recently used QPs' entries past the cache size, and
 // resumes the frames that waited for them.
-func (s *msim) rqFetched(h *mhost, ci int32, n int) {
+func (s *msim) rqFetched(h *mhost, ci int32, n int, demand bool) {
 	c := &s.conns[ci]
-	h.fetchActive--
-	if h.fetchQ.Len() > 0 {
-		s.issueRQFetch(h, h.fetchQ.Pop(), int(h.fetchN.Pop()))
+	if demand {
+		h.demandActive--
+		if h.demandQ.Len() > 0 {
+			s.issueRQFetch(h, h.demandQ.Pop(), int(h.demandN.Pop()), true)
+		}
+	} else {
+		h.fetchActive--
+		if h.fetchQ.Len() > 0 {
+			s.issueRQFetch(h, h.fetchQ.Pop(), int(h.fetchN.Pop()), false)
+		}
 	}
 	c.rqFetching -= n
 	s.setCached(h, ci, c.rqCached+n)
@@ -1423,7 +1454,7 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 		if d := h.m.Rx.MissFetchDiv; d > 0 {
 			n = min(max(s.w.WQDepth/d, n), h.m.Rx.PrefetchMax)
 		}
-		s.rqFetch(h, ci, n)
+		s.rqFetch(h, ci, n, true)
 	}
 	return false
 }

@@ -308,3 +308,21 @@ func TestGPUCrossSwitchFullDuplex(t *testing.T) {
 		t.Errorf("the same with reads and writes on one budget: pause %.4f, want > 0.001", shared.pause)
 	}
 }
+
+// TestDemandFetchSlots: a short receive queue shared by a few dozen QPs misses the receive-WQE cache on most
+// messages; with the demand reads waiting behind the prefetcher's three fetch slots the NIC falls below its
+// limits (an anomaly Collie does not report: its #2/#6 need a queue of 1K); with them read by the receive
+// pipeline (cx6vpi-200g's demand-fetch-slots) it stays within them. #2/#6's triggers stay low (TestCollieAnomalies).
+func TestDemandFetchSlots(t *testing.T) {
+	w := wl("uc", "send", 38, 512, 1, 1, 66, 23, 208*kb, []int{864}, DirBi, MemLocal)
+	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.DemandFetchSlots = 0 }))
+	own := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+	t.Logf("shared slots: pause %.4f %.1f Gb/s %.1f Mpps; own slots: pause %.4f %.1f Gb/s %.1f Mpps",
+		shared.pause, shared.gbps, shared.mpps, own.pause, own.gbps, own.mpps)
+	if !shared.isPause() && !shared.isLow() {
+		t.Errorf("demand reads on the shared fetch slots: %.1f Gb/s, pause %.4f: want an anomaly", shared.gbps, shared.pause)
+	}
+	if own.isPause() || own.isLow() {
+		t.Errorf("demand reads on slots of their own: %.1f Gb/s, pause %.4f: want no anomaly", own.gbps, own.pause)
+	}
+}

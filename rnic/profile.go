@@ -675,6 +675,10 @@ type MicroRx struct {
 	// once, and a receive doorbell prefetches only for a QP in the cache (the others are read on demand when
 	// their next message arrives).
 	WholeQPCache bool `yaml:"whole-qp-cache"`
+	// DemandFetchSlots > 0: a message that finds no cached receive WQE has its WQEs read by the receive
+	// pipeline itself, this many such reads at once, instead of waiting for one of the prefetcher's
+	// fetch-slots (0: demand and prefetch share fetch-slots).
+	DemandFetchSlots int `yaml:"demand-fetch-slots"`
 }
 
 // MicroCache is the NIC's context caches: QP contexts and memory translation entries; a miss is a PCIe read.
@@ -744,7 +748,8 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},
 		{"rx.sge-ns", m.Rx.SGENs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
-		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
+		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
+		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},

@@ -42,6 +42,7 @@ func TestMicroSection(t *testing.T) {
 		{"    pause-priority: 3", "    pause-priority: 9", "micro.rx.pause-priority: 9: want 0..7", line("pause-priority")},
 		{"    prefetch-min: 8", "    prefetch-min: 99", "micro.rx.prefetch-min: 99 is above prefetch-max", line("prefetch-min")},
 		{"    units: 8", "    unit: 8", "unknown field", line("units")},
+		{"    demand-fetch-slots: 16", "    demand-fetch-slots: -1", "micro.rx.demand-fetch-slots: -1: want >= 0", line("demand-fetch-slots")},
 		{"    gpu-same-switch-write-gbps: 120", "    gpu-same-switch-write-gbps: -1",
 			"micro.host.gpu-same-switch-write-gbps: -1: want >= 0", line("gpu-same-switch-write-gbps")},
 		{"    gpu-cross-switch-write-gbps: 800", "    gpu-cross-switch-write-gbps: -2",

@@ -18,9 +18,9 @@ type mechanism struct {
 const unbounded = 1 << 20
 
 var mechanisms = []mechanism{
-	{"rx-wqe", func(m *rnic.MicroArch) { // receive-WQE cache, prefetch and fetch/miss slots
+	{"rx-wqe", func(m *rnic.MicroArch) { // receive-WQE cache, prefetch, fetch/demand/miss slots, fetcher time
 		m.Rx.WQECacheSize, m.Rx.PrefetchMin, m.Rx.PrefetchMax = unbounded, unbounded, unbounded
-		m.Rx.FetchSlots, m.Rx.MissSlots = unbounded, unbounded
+		m.Rx.FetchSlots, m.Rx.MissSlots, m.Rx.DemandFetchSlots, m.Rx.FetchWQENs = unbounded, unbounded, unbounded, 0
 	}},
 	{"qpc", func(m *rnic.MicroArch) { m.Cache.QPCEntries = 1 << 18 }}, // more than 2 x 65,536 QPs
 	{"mtt", func(m *rnic.MicroArch) { m.Cache.MTTEntries = 1 << 20 }}, // most workloads' translations
