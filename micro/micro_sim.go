@@ -726,9 +726,12 @@ func (s *msim) trySend(h *mhost) {
 			return
 		}
 		p := &s.pkts[pi]
-		if h.m.Tx.PktNs > 0 && p.kind != mpAck {
+		if t := h.m.Tx.PktNs; t > 0 && p.kind != mpAck {
 			// Transmit goes first on the shared unit: the frame leaves on time and the receive side waits.
-			h.ppFree = max(s.now, h.ppFree) + h.m.Tx.PktNs*psPerNs
+			if s.w.QPType == "rc" {
+				t += h.m.Tx.RCPktNs
+			}
+			h.ppFree = max(s.now, h.ppFree) + t*psPerNs
 		}
 		// The NIC's packet rate (max-mpps) spaces frame starts; the wire spaces their ends.
 		start := max(s.now, h.nextTxAt)

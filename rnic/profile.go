@@ -616,6 +616,9 @@ type MicroTx struct {
 	BufferBytes  int   `yaml:"buffer-bytes"`   // packetized bytes waiting for the wire; units wait past it
 	// PktNs is the shared packet processor's time per transmitted packet (0: transmit does not use it).
 	PktNs int64 `yaml:"pkt-ns"`
+	// RCPktNs is an RC frame's extra transmit time on the shared processor over a UD one (the send queue's PSN
+	// and retransmission state; 0: none).
+	RCPktNs int64 `yaml:"rc-pkt-ns"`
 	// LoopbackGbps limits traffic between QPs of the same NIC through its internal switch (0: no limit).
 	LoopbackGbps float64 `yaml:"loopback-gbps"`
 	// LoopbackXoffBytes: loopback frames wait while the receive buffer holds this much, so traffic from the
@@ -739,7 +742,8 @@ func (m *MicroArch) validate() *ProfileError {
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
 		{"tx.staging-bytes", int64(m.Tx.StagingBytes)},
 		{"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
-		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
+		{"tx.pkt-ns", m.Tx.PktNs}, {"tx.rc-pkt-ns", m.Tx.RCPktNs},
+		{"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
 		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},
 		{"rx.sge-ns", m.Rx.SGENs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
