@@ -616,9 +616,6 @@ type MicroTx struct {
 	BufferBytes  int   `yaml:"buffer-bytes"`   // packetized bytes waiting for the wire; units wait past it
 	// PktNs is the shared packet processor's time per transmitted packet (0: transmit does not use it).
 	PktNs int64 `yaml:"pkt-ns"`
-	// RCPktNs is an RC frame's extra transmit time on the shared processor over a UD one (the send queue's PSN
-	// and retransmission state; 0: none).
-	RCPktNs int64 `yaml:"rc-pkt-ns"`
 	// LoopbackGbps limits traffic between QPs of the same NIC through its internal switch (0: no limit).
 	LoopbackGbps float64 `yaml:"loopback-gbps"`
 	// LoopbackXoffBytes: loopback frames wait while the receive buffer holds this much, so traffic from the
@@ -664,6 +661,11 @@ type MicroRx struct {
 	// RCDataNs is an RC data packet's extra time on the packet processor over a UC one (PSN and acknowledgement
 	// state), added to write-ns or send-ns.
 	RCDataNs int64 `yaml:"rc-data-ns"`
+	// RCStateEntries is how many QPs' RC transport state (PSNs, acknowledgement and retransmission state) the
+	// shared packet processor keeps at hand; on a NIC with more QPs, their frames interleave and every RC data
+	// frame, sent or received, costs it RCStateMissNs more to swap its QP's state in (0 entries: not modelled).
+	RCStateEntries int   `yaml:"rc-state-entries"`
+	RCStateMissNs  int64 `yaml:"rc-state-miss-ns"`
 	// ReadRespPerPacketQPC: every READ response packet needs its QP's context (read state), not only a
 	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
 	// interleaves its QPs packet by packet) each such packet misses.
@@ -742,13 +744,13 @@ func (m *MicroArch) validate() *ProfileError {
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
 		{"tx.staging-bytes", int64(m.Tx.StagingBytes)},
 		{"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
-		{"tx.pkt-ns", m.Tx.PktNs}, {"tx.rc-pkt-ns", m.Tx.RCPktNs},
-		{"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
+		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
 		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},
 		{"rx.sge-ns", m.Rx.SGENs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
+		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},

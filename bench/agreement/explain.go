@@ -39,7 +39,7 @@ var mechanisms = []mechanism{
 	// p2100g's own: the receive-WQE fetcher's time, RC's extra share of the shared processor, per-packet READ
 	// state, the transmit staging buffer, loopback yielding to the wire.
 	{"wqe-fetcher", func(m *rnic.MicroArch) { m.Rx.FetchWQENs, m.Rx.MissFetchDiv, m.Rx.WholeQPCache = 0, 0, false }},
-	{"rc-state", func(m *rnic.MicroArch) { m.Rx.RCDataNs, m.Tx.RCPktNs = 0, 0 }},
+	{"rc-state", func(m *rnic.MicroArch) { m.Rx.RCDataNs, m.Rx.RCStateEntries = 0, 0 }},
 	{"read-resp-qpc", func(m *rnic.MicroArch) { m.Rx.ReadRespPerPacketQPC = false }},
 	{"staging", func(m *rnic.MicroArch) { m.Tx.StagingBytes = 0 }},
 	{"loopback-yield", func(m *rnic.MicroArch) { m.Tx.LoopbackXoffBytes = 0 }},
