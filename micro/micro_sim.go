@@ -1439,6 +1439,9 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 		if d := h.m.Rx.MissFetchDiv; d > 0 {
 			n = min(max(s.w.WQDepth/d, n), h.m.Rx.PrefetchMax)
 		}
+		if h.m.Rx.MissFetchParked {
+			n = min(max(n, c.parked.Len()), h.m.Rx.PrefetchMax)
+		}
 		s.rqFetch(h, ci, n)
 	}
 	return false

@@ -670,6 +670,9 @@ type MicroRx struct {
 	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
 	// interleaves its QPs packet by packet) each such packet misses.
 	ReadRespPerPacketQPC bool `yaml:"read-resp-per-packet-qpc"`
+	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has frames waiting for one (within
+	// prefetch-max), so a QP's backlog waits for one PCIe read, not one per message.
+	MissFetchParked bool `yaml:"miss-fetch-parked"`
 	// FetchWQENs > 0: the receive-WQE fetcher spends this long on every WQE it reads (prefetch or demand), one
 	// WQE after another, besides the PCIe read.
 	FetchWQENs int64 `yaml:"fetch-wqe-ns"`
