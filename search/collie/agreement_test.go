@@ -51,7 +51,7 @@ func TestAgreement(t *testing.T) {
 	}{
 		{"cx6vpi-200g", 0.70, 0.24}, // measured 71%, gap 23 points (1,000 points: 70.4%, gap 24.8)
 		{"collie-f", 0.67, 0.31},    // measured 68%, gap 30 points (1,000 points: 69.1%, gap 28.1)
-		{"p2100g", 0.77, 0.21},      // measured 78%, gap 20 points (1,000 points: 77.9%, gap 18.5)
+		{"p2100g", 0.77, 0.21},      // measured 78%, gap 20 points (1,000 points: 78.3%, gap 18.3)
 	} {
 		p, err := cat.Profile(c.profile)
 		if err != nil {
