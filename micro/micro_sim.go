@@ -143,6 +143,7 @@ type mhost struct {
 	tags                     heap64
 	// Caches.
 	qpc, mtt setAssoc
+	qps      int // QPs on this NIC (each connection's requester and responder are one QP each)
 	// Receive.
 	rxBuf      int
 	rxQ        des.Ring[int32]
@@ -349,6 +350,8 @@ func (s *msim) setupConns() {
 	for i, p := range ps {
 		c := &s.conns[i]
 		c.req, c.resp = p.req, p.resp
+		s.hosts[c.req].qps++
+		s.hosts[c.resp].qps++
 		if w.Opcode == "send" {
 			c.rqAvail = w.WQDepth
 			s.rqPrefetch(s.hosts[c.resp], int32(i))
@@ -733,9 +736,12 @@ func (s *msim) trySend(h *mhost) {
 			return
 		}
 		p := &s.pkts[pi]
-		if h.m.Tx.PktNs > 0 && p.kind != mpAck {
+		if t := h.m.Tx.PktNs; t > 0 && p.kind != mpAck {
 			// Transmit goes first on the shared unit: the frame leaves on time and the receive side waits.
-			h.ppFree = max(s.now, h.ppFree) + h.m.Tx.PktNs*psPerNs
+			if s.w.QPType == "rc" {
+				t += s.rcStateNs(h, p)
+			}
+			h.ppFree = max(s.now, h.ppFree) + t*psPerNs
 		}
 		// The NIC's packet rate (max-mpps) spaces frame starts; the wire spaces their ends.
 		start := max(s.now, h.nextTxAt)
@@ -1085,7 +1091,7 @@ func (s *msim) startRx(h *mhost) {
 			cost = r.WriteNs
 		}
 		if s.w.QPType == "rc" {
-			cost += r.RCDataNs
+			cost += r.RCDataNs + s.rcStateNs(h, p)
 		}
 	}
 	start := max(s.now, h.ppFree)
@@ -1122,6 +1128,16 @@ func (s *msim) startRx(h *mhost) {
 	h.ppFree = start + cost*psPerNs
 	h.rxBusy = true
 	s.q.Push(des.Event{At: h.ppFree, Kind: mevRxDone, Obj: int32(h.id), Arg: pi})
+}
+
+// rcStateNs is the shared processor's extra time for an RC data frame, sent or received, on a NIC with more
+// QPs than it keeps RC transport state for (rx.rc-state-entries): their frames interleave (transmit, receive
+// and acknowledgements of different QPs), so each one swaps its QP's state in.
+func (s *msim) rcStateNs(h *mhost, p *mpkt) int64 {
+	if n := h.m.Rx.RCStateEntries; n <= 0 || h.qps <= n || p.kind != mpData {
+		return 0
+	}
+	return h.m.Rx.RCStateMissNs
 }
 
 // release frees a frame's RX buffer space and drops PFC below XON.
@@ -1453,6 +1469,9 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 		n := h.m.Rx.MissFetch
 		if d := h.m.Rx.MissFetchDiv; d > 0 {
 			n = min(max(s.w.WQDepth/d, n), h.m.Rx.PrefetchMax)
+		}
+		if h.m.Rx.MissFetchParked {
+			n = min(max(n, c.parked.Len()), h.m.Rx.PrefetchMax)
 		}
 		s.rqFetch(h, ci, n, true)
 	}

@@ -661,10 +661,18 @@ type MicroRx struct {
 	// RCDataNs is an RC data packet's extra time on the packet processor over a UC one (PSN and acknowledgement
 	// state), added to write-ns or send-ns.
 	RCDataNs int64 `yaml:"rc-data-ns"`
+	// RCStateEntries is how many QPs' RC transport state (PSNs, acknowledgement and retransmission state) the
+	// shared packet processor keeps at hand; on a NIC with more QPs, their frames interleave and every RC data
+	// frame, sent or received, costs it RCStateMissNs more to swap its QP's state in (0 entries: not modelled).
+	RCStateEntries int   `yaml:"rc-state-entries"`
+	RCStateMissNs  int64 `yaml:"rc-state-miss-ns"`
 	// ReadRespPerPacketQPC: every READ response packet needs its QP's context (read state), not only a
 	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
 	// interleaves its QPs packet by packet) each such packet misses.
 	ReadRespPerPacketQPC bool `yaml:"read-resp-per-packet-qpc"`
+	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has frames waiting for one (within
+	// prefetch-max), so a QP's backlog waits for one PCIe read, not one per message.
+	MissFetchParked bool `yaml:"miss-fetch-parked"`
 	// FetchWQENs > 0: the receive-WQE fetcher spends this long on every WQE it reads (prefetch or demand), one
 	// WQE after another, besides the PCIe read.
 	FetchWQENs int64 `yaml:"fetch-wqe-ns"`
@@ -750,6 +758,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
+		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},

@@ -36,6 +36,13 @@ var mechanisms = []mechanism{
 		m.Host.GPUCrossSwitchGbps, m.Host.GPUCrossSwitchLatency = 1e5, 0
 	}},
 	{"rx-read-queue", func(m *rnic.MicroArch) { m.PCIe.RxReadQueueBytes = 0 }},
+	// p2100g's own: the receive-WQE fetcher's time, RC's extra share of the shared processor, per-packet READ
+	// state, the transmit staging buffer, loopback yielding to the wire.
+	{"wqe-fetcher", func(m *rnic.MicroArch) { m.Rx.FetchWQENs, m.Rx.MissFetchDiv, m.Rx.WholeQPCache = 0, 0, false }},
+	{"rc-state", func(m *rnic.MicroArch) { m.Rx.RCDataNs, m.Rx.RCStateEntries = 0, 0 }},
+	{"read-resp-qpc", func(m *rnic.MicroArch) { m.Rx.ReadRespPerPacketQPC = false }},
+	{"staging", func(m *rnic.MicroArch) { m.Tx.StagingBytes = 0 }},
+	{"loopback-yield", func(m *rnic.MicroArch) { m.Tx.LoopbackXoffBytes = 0 }},
 }
 
 // variant copies the profile with the mechanisms for which keep reports false taken out.
