@@ -34,7 +34,7 @@ CONNS="1024 8192 65536"
 for c in $CONNS; do
 	[ -s "$TMP/lumina-bench-conns-$c.pcap" ] || "$BIN/gencap" -conns "$c" -o "$TMP/lumina-bench-conns-$c.pcap"
 done
-cat "$CAP" "$SMALL" "$TMP"/lumina-bench-conns-*.pcap > /dev/null # into the page cache: every tool reads memory
+bench_cache "$CAP" "$SMALL" "$TMP"/lumina-bench-conns-*.pcap # into the page cache: every tool reads memory
 
 CORES=$(nproc)
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)

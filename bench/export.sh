@@ -16,7 +16,7 @@ trap 'rm -rf "$OUT"' EXIT
 go build -o "$BIN" ./cmd/lumina
 [ -s "$CAP" ] || go run ./bench/gencap -n "$N" -o "$CAP"
 [ -s "$SMALL" ] || go run ./bench/gencap -n $((N / 10)) -o "$SMALL"
-cat "$CAP" "$SMALL" > /dev/null # into the page cache
+bench_cache "$CAP" "$SMALL" # into the page cache
 
 # run LABEL PACKETS CMD...: wall time and peak RSS of one run of CMD (bench/lib.sh; lumina analyze exits 1
 # when a checker fails); sets WALL.
