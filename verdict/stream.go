@@ -148,8 +148,13 @@ func (s *Stream) read() {
 
 // result waits for the stream and gives its integrity conditions and analysis, for the directory dir, its
 // connections, counters and the analyzers' whole options; ok is false when it must not stand for Judge's.
-func (s *Stream) result(dir string, conns []resultsdir.ConnRecord, cf resultsdir.CountersFile, opts analyze.Options) (trace.Integrity, *analyze.Analysis, bool) {
+func (s *Stream) result(dir string, conns []resultsdir.ConnRecord, cf resultsdir.CountersFile, opts analyze.Options) (integ trace.Integrity, an *analyze.Analysis, ok bool) {
 	<-s.done
+	defer func() {
+		if recover() != nil { // the analyzers' finish failed (a bug): Judge's reading of the file reports it
+			integ, an, ok = trace.Integrity{}, nil, false
+		}
+	}()
 	if s.err != nil || s.endErr != nil || s.f == nil || dir != s.dir || len(conns) != len(s.conns) {
 		return trace.Integrity{}, nil, false
 	}
@@ -158,7 +163,7 @@ func (s *Stream) result(dir string, conns []resultsdir.ConnRecord, cf resultsdir
 			return trace.Integrity{}, nil, false
 		}
 	}
-	an, ok := s.an.Finish(opts)
+	an, ok = s.an.Finish(opts)
 	if !ok {
 		return trace.Integrity{}, nil, false
 	}
