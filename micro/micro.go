@@ -127,6 +127,14 @@ type WorkloadResult struct {
 	Events                 uint64
 }
 
+// Collie's anomaly thresholds (seeds/003 §5.2, spec/nic-microarchitecture.md), which `lumina run` of a
+// workload and the search's default monitor both apply: a pause duration ratio above AnomalyPauseRatio, or
+// throughput more than AnomalyLowFraction below both the bits/s and the packets/s Limits without pause.
+const (
+	AnomalyPauseRatio  = 0.001
+	AnomalyLowFraction = 0.2
+)
+
 // Limits are what the workload can reach on this subsystem: the NIC's and the line's limits, and no more than
 // what the workload keeps in flight can carry. Throughput is judged against these (Collie's monitor: low when
 // more than 20% below both), by `lumina run` of a workload and by the search alike.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/lumina-go/lumina/micro"
 )
 
 // Symptom is the kind of anomaly an evaluation shows (Collie §5.2).
@@ -28,7 +30,9 @@ type Monitor struct {
 }
 
 // DefaultMonitor has Collie's thresholds: 0.1% pause, 20% below both limits.
-func DefaultMonitor() Monitor { return Monitor{PauseRatio: 0.001, LowFraction: 0.2} }
+func DefaultMonitor() Monitor {
+	return Monitor{PauseRatio: micro.AnomalyPauseRatio, LowFraction: micro.AnomalyLowFraction}
+}
 
 // Check classifies one evaluation. Throughput is the busier direction; without a limit (0) low throughput
 // cannot be judged and is not reported.

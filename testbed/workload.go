@@ -10,11 +10,10 @@ import (
 	"github.com/lumina-go/lumina/scenario"
 )
 
-// Collie's anomaly thresholds (seeds/003 §5.2, spec/nic-microarchitecture.md): pause duration ratio above
-// 0.1%, or throughput more than 20% below both the bits/s and the packets/s limits without pause.
+// Collie's anomaly thresholds, the search's (micro.AnomalyPauseRatio, micro.AnomalyLowFraction).
 const (
-	workloadPauseRatio = 0.001
-	workloadLowShare   = 0.8
+	workloadPauseRatio = micro.AnomalyPauseRatio
+	workloadLowShare   = 1 - micro.AnomalyLowFraction // a constant expression: exactly 0.8
 )
 
 // runWorkload runs a scenario's workload section on the NIC micro-architecture model: no trace, but the
