@@ -787,3 +787,12 @@ func (m *MicroArch) validate() *ProfileError {
 	}
 	return nil
 }
+
+// Check validates the micro-architecture section alone (a profile's micro values changed in code: the
+// calibration benchmark's candidates).
+func (m *MicroArch) Check() error {
+	if e := m.validate(); e != nil {
+		return e
+	}
+	return nil
+}

@@ -7,6 +7,7 @@
 //	go run ./bench/agreement                          # cx6vpi-200g, collie-f and p2100g, 1,000 points each
 //	go run ./bench/agreement -profiles p2100g -n 200 -v
 //	go run ./bench/agreement -profiles cx6vpi-200g -explain   # which mechanisms make the extra anomalies
+//	go run ./bench/agreement -profiles cx6vpi-200g -only rx-wqe -v   # one mechanism alone: where it is broader than published
 package main
 
 import (
@@ -14,10 +15,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/lumina-go/lumina/rnic"
 	"github.com/lumina-go/lumina/search"
 	"github.com/lumina-go/lumina/search/collie"
 )
@@ -28,14 +31,48 @@ func main() {
 	seed := flag.Uint64("seed", 1, "sample seed")
 	verbose := flag.Bool("v", false, "list the points where the profile and the published conditions disagree")
 	expl := flag.Bool("explain", false, "attribute the points anomalous with nothing predicted to the model's mechanisms (counterfactual runs; slow)")
+	only := flag.String("only", "", "keep only these comma-separated mechanisms of the -explain list, taking the others out")
+	off := flag.String("off", "", "take these comma-separated mechanisms of the -explain list out")
 	flag.Parse()
-	if err := run(strings.Split(*profiles, ","), *n, *seed, *verbose, *expl); err != nil {
+	keep, err := keepFunc(*only, *off)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agreement:", err)
+		os.Exit(2)
+	}
+	if err := run(strings.Split(*profiles, ","), *n, *seed, *verbose, *expl, keep); err != nil {
 		fmt.Fprintln(os.Stderr, "agreement:", err)
 		os.Exit(2)
 	}
 }
 
-func run(profiles []string, n int, seed uint64, verbose, expl bool) error {
+// keepFunc turns -only and -off into which mechanisms stay (nil: the profile as it is).
+func keepFunc(only, off string) (func(int) bool, error) {
+	if only != "" && off != "" {
+		return nil, fmt.Errorf("-only and -off exclude each other")
+	}
+	list := only + off
+	if list == "" {
+		return nil, nil
+	}
+	named := map[int]bool{}
+	for _, name := range strings.Split(list, ",") {
+		i := slices.IndexFunc(mechanisms, func(m mechanism) bool { return m.name == name })
+		if i < 0 {
+			var names []string
+			for _, m := range mechanisms {
+				names = append(names, m.name)
+			}
+			return nil, fmt.Errorf("no mechanism %q (mechanisms: %s)", name, strings.Join(names, ", "))
+		}
+		named[i] = true
+	}
+	if only != "" {
+		return func(i int) bool { return named[i] }, nil
+	}
+	return func(i int) bool { return !named[i] }, nil
+}
+
+func run(profiles []string, n int, seed uint64, verbose, expl bool, keep func(int) bool) error {
 	cat, err := collie.Load()
 	if err != nil {
 		return err
@@ -53,6 +90,18 @@ func run(profiles []string, n int, seed uint64, verbose, expl bool) error {
 		ev, err := search.EvaluatorFor(file)
 		if err != nil {
 			return err
+		}
+		if keep != nil {
+			p, err := rnic.LoadProfile(file)
+			if err != nil {
+				return err
+			}
+			if p.Micro == nil {
+				return fmt.Errorf("profile %s has no micro section", p.Name)
+			}
+			if ev, err = search.NewSimEvaluatorProfile(variant(p, keep)); err != nil {
+				return err
+			}
 		}
 		sp, err := search.ProfileSpace(file, search.DefaultSpace())
 		if err != nil {
