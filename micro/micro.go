@@ -135,6 +135,30 @@ const (
 	AnomalyLowFraction = 0.2
 )
 
+// Thresholds are an anomaly monitor's: a pause duration ratio above Pause, or throughput more than Low (a
+// fraction) below both limits without pause. DefaultThresholds are Collie's.
+type Thresholds struct{ Pause, Low float64 }
+
+// DefaultThresholds are AnomalyPauseRatio and AnomalyLowFraction.
+var DefaultThresholds = Thresholds{Pause: AnomalyPauseRatio, Low: AnomalyLowFraction}
+
+// Classify is the one comparison behind every anomaly verdict (lumina run of a workload, the search's
+// monitor, the calibration benchmark): "pause", "low-throughput" or "" (normal) for a measured pause ratio and
+// throughput (bits/s and packets/s of the direction the caller judges) against the limits. Without a limit
+// (0) low throughput cannot be judged and is not reported.
+func (t Thresholds) Classify(pauseRatio, gbps, mpps, limitGbps, limitMpps float64) string {
+	if pauseRatio > t.Pause {
+		return "pause"
+	}
+	if limitGbps <= 0 || limitMpps <= 0 {
+		return ""
+	}
+	if bar := 1 - t.Low; gbps < bar*limitGbps && mpps < bar*limitMpps {
+		return "low-throughput"
+	}
+	return ""
+}
+
 // Limits are what the workload can reach on this subsystem: the NIC's and the line's limits, and no more than
 // what the workload keeps in flight can carry. Throughput is judged against these (Collie's monitor: low when
 // more than 20% below both), by `lumina run` of a workload and by the search alike.

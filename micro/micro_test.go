@@ -326,3 +326,28 @@ func TestDemandFetchSlots(t *testing.T) {
 		t.Errorf("demand reads on slots of their own: %.1f Gb/s, pause %.4f: want no anomaly", own.gbps, own.pause)
 	}
 }
+
+// TestClassify: Collie's thresholds as every verdict applies them — pause strictly above 0.1%, low throughput
+// only below 80% of both limits and without pause, nothing judged without limits.
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		pause, gbps, mpps, limG, limP float64
+		want                          string
+	}{
+		{0.001, 10, 1, 200, 100, "low-throughput"}, // at the pause threshold: not a pause
+		{0.0011, 200, 100, 200, 100, "pause"},
+		{0.5, 10, 1, 0, 0, "pause"},
+		{0, 159, 79, 200, 100, "low-throughput"},
+		{0, 160, 79, 200, 100, ""}, // 80% of the bits/s limit reached
+		{0, 159, 80, 200, 100, ""}, // 80% of the packets/s limit reached
+		{0, 1, 1, 0, 100, ""},      // no limit: not judged
+		{0, 1, 1, 200, 0, ""},
+	} {
+		if got := DefaultThresholds.Classify(c.pause, c.gbps, c.mpps, c.limG, c.limP); got != c.want {
+			t.Errorf("Classify(%v, %v, %v, %v, %v) = %q, want %q", c.pause, c.gbps, c.mpps, c.limG, c.limP, got, c.want)
+		}
+	}
+	if got := (Thresholds{Pause: 0.01, Low: 0.5}).Classify(0.005, 90, 40, 200, 100); got != "low-throughput" {
+		t.Errorf("custom thresholds: %q", got)
+	}
+}

@@ -89,7 +89,8 @@ func summarize(r *WorkloadResult) summary {
 	return s
 }
 
-func (s summary) isPause() bool { return s.pause > 0.001 }
-func (s summary) isLow() bool {
-	return !s.isPause() && s.gbps < 0.8*s.limG && s.mpps < 0.8*s.limP
+func (s summary) symptom() string {
+	return DefaultThresholds.Classify(s.pause, s.gbps, s.mpps, s.limG, s.limP)
 }
+func (s summary) isPause() bool { return s.symptom() == "pause" }
+func (s summary) isLow() bool   { return s.symptom() == "low-throughput" }

@@ -34,20 +34,11 @@ func DefaultMonitor() Monitor {
 	return Monitor{PauseRatio: micro.AnomalyPauseRatio, LowFraction: micro.AnomalyLowFraction}
 }
 
-// Check classifies one evaluation. Throughput is the busier direction; without a limit (0) low throughput
-// cannot be judged and is not reported.
+// Check classifies one evaluation (micro.Thresholds.Classify). Throughput is the busier direction; without a
+// limit (0) low throughput cannot be judged and is not reported.
 func (m Monitor) Check(x Metrics) Symptom {
-	if x.PauseRatio > m.PauseRatio {
-		return Pause
-	}
-	if x.LimitGbps <= 0 || x.LimitMpps <= 0 {
-		return None
-	}
-	bar := 1 - m.LowFraction
-	if max(x.TxGbps, x.RxGbps) < bar*x.LimitGbps && max(x.TxMpps, x.RxMpps) < bar*x.LimitMpps {
-		return LowThroughput
-	}
-	return None
+	t := micro.Thresholds{Pause: m.PauseRatio, Low: m.LowFraction}
+	return Symptom(t.Classify(x.PauseRatio, max(x.TxGbps, x.RxGbps), max(x.TxMpps, x.RxMpps), x.LimitGbps, x.LimitMpps))
 }
 
 // Objective is one signal the search drives to an extreme: a performance counter it minimizes or a diagnostic

@@ -10,12 +10,6 @@ import (
 	"github.com/lumina-go/lumina/scenario"
 )
 
-// Collie's anomaly thresholds, the search's (micro.AnomalyPauseRatio, micro.AnomalyLowFraction).
-const (
-	workloadPauseRatio = micro.AnomalyPauseRatio
-	workloadLowShare   = 1 - micro.AnomalyLowFraction // a constant expression: exactly 0.8
-)
-
 // runWorkload runs a scenario's workload section on the NIC micro-architecture model: no trace, but the
 // effective scenario, counters.json (window totals) and workload.json, which the verdict stage judges.
 func runWorkload(sc *scenario.Scenario, opts Options) error {
@@ -94,11 +88,8 @@ func workloadAnalysis(sc *scenario.Scenario, r *micro.WorkloadResult) *resultsdi
 	if wa.LimitGbps > 0 && wa.LimitMpps > 0 {
 		wa.LimitShare = max(wa.GoodputGbps/wa.LimitGbps, wa.GoodputMpps/wa.LimitMpps)
 	}
-	switch {
-	case wa.PauseRatio > workloadPauseRatio:
-		wa.Symptom = "pause"
-	case wa.GoodputGbps < workloadLowShare*wa.LimitGbps && wa.GoodputMpps < workloadLowShare*wa.LimitMpps:
-		wa.Symptom = "low-throughput"
+	if s := micro.DefaultThresholds.Classify(wa.PauseRatio, wa.GoodputGbps, wa.GoodputMpps, wa.LimitGbps, wa.LimitMpps); s != "" {
+		wa.Symptom = s
 	}
 	return wa
 }

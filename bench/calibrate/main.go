@@ -292,11 +292,12 @@ func (c *calib) constraints(p *rnic.Profile, m *rnic.MicroArch) error {
 		if err != nil {
 			return fmt.Errorf("trigger #%d: %w", t.id, err)
 		}
-		switch {
-		case !t.low && s.pause <= micro.AnomalyPauseRatio:
-			return fmt.Errorf("trigger #%d no longer pauses", t.id)
-		case t.low && !s.low():
-			return fmt.Errorf("trigger #%d no longer shows low throughput", t.id)
+		want := "pause"
+		if t.low {
+			want = "low-throughput"
+		}
+		if got := micro.DefaultThresholds.Classify(s.pause, s.gbps, s.mpps, s.limG, s.limP); got != want {
+			return fmt.Errorf("trigger #%d shows %q, not %s", t.id, got, want)
 		}
 	}
 	for _, op := range []string{"write", "send", "read"} {
@@ -320,11 +321,6 @@ func (c *calib) constraints(p *rnic.Profile, m *rnic.MicroArch) error {
 }
 
 type summary struct{ pause, gbps, mpps, limG, limP float64 }
-
-func (s summary) low() bool {
-	bar := 1 - micro.AnomalyLowFraction
-	return s.pause <= micro.AnomalyPauseRatio && s.gbps < bar*s.limG && s.mpps < bar*s.limP
-}
 
 // summarize runs w on p at both ends and keeps what the anomaly tests look at: the worse pause ratio and the
 // busier direction's goodput against the limits.
