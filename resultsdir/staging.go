@@ -168,9 +168,12 @@ func (s *Staging) Commit() error {
 	if err := os.Remove(filepath.Join(s.Final, FileIncomplete)); err != nil {
 		return fmt.Errorf("finishing results: %w", err)
 	}
-	if d, err := os.Open(filepath.Dir(s.Final)); err == nil {
-		d.Sync()
-		d.Close()
+	// The marker's removal and the rename are durable only once both directories are synced; an error here
+	// (a writeback error is reported once) fails the run rather than leaving results that a crash could undo.
+	for _, d := range []string{s.Final, filepath.Dir(s.Final)} {
+		if err := syncPath(d); err != nil {
+			return fmt.Errorf("finishing results: syncing %s: %w", d, err)
+		}
 	}
 	if s.Dir != s.Final {
 		if err := removeMarked(s.Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -309,18 +312,29 @@ func syncTree(dir string) error {
 		if !d.IsDir() && !d.Type().IsRegular() {
 			return nil
 		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		serr := f.Sync()
-		cerr := f.Close()
-		if serr != nil && !errors.Is(serr, unix.EINVAL) { // EINVAL: a file system without fsync
-			return serr
-		}
-		return cerr
+		return syncPath(p)
 	})
 }
+
+// syncPath fsyncs a file or directory (EINVAL: a file system without fsync, not an error).
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	serr := f.Sync()
+	if syncHook != nil {
+		serr = syncHook(p, serr)
+	}
+	cerr := f.Close()
+	if serr != nil && !errors.Is(serr, unix.EINVAL) {
+		return serr
+	}
+	return cerr
+}
+
+// syncHook, when not nil, replaces an fsync's result (a test makes one fail).
+var syncHook func(path string, err error) error
 
 // CheckComplete refuses a results directory that holds the INCOMPLETE marker, quoting it (the error wraps
 // ErrIncomplete).

@@ -1,11 +1,14 @@
 package resultsdir
 
 import (
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // writeRun writes a run's files into a staging directory of final and commits it.
@@ -155,5 +158,38 @@ func TestReplaceSymlinkSwappedMidDeletion(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(parent); len(entries) != 2 {
 		t.Errorf("beside the results: %d entries; want elsewhere and res", len(entries))
+	}
+}
+
+// A failed fsync of the results directory's parent after the rename fails the commit (the rename and the
+// marker's removal are not durable); an fsync the file system does not support (EINVAL) does not.
+func TestCommitReportsParentSyncError(t *testing.T) {
+	for _, c := range []struct {
+		fail    error
+		wantErr bool
+	}{{unix.EIO, true}, {unix.EINVAL, false}} {
+		parent := t.TempDir()
+		final := filepath.Join(parent, "run")
+		syncHook = func(p string, err error) error {
+			if p == parent {
+				return c.fail
+			}
+			return err
+		}
+		st, err := Begin(final, "test run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(st.Dir, "a"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err = st.Commit()
+		syncHook = nil
+		if c.wantErr && (err == nil || !errors.Is(err, unix.EIO)) {
+			t.Errorf("parent fsync %v: Commit returned %v, want the error", c.fail, err)
+		}
+		if !c.wantErr && err != nil {
+			t.Errorf("parent fsync %v: Commit returned %v, want nil", c.fail, err)
+		}
 	}
 }
