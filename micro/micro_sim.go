@@ -1172,10 +1172,12 @@ func (s *msim) startRx(h *mhost) {
 }
 
 // rxReadQueued reports whether a received packet's context read waits in the DMA read queue
-// (pcie.rx-read-queue-bytes): every one without tx.burst-wqes; with it, only RC WRITE and SEND data, whose
-// context carries the acknowledgement state (collie A.1 #10: reliable traffic "requires packet-level ACK").
+// (pcie.rx-read-queue-bytes): every one without tx.burst-wqes; with it, only RC WRITE data's (collie A.1 #10:
+// bidirectional RC WRITE, reliable traffic "requires packet-level ACK"; assumption: a WRITE's context read
+// also brings its RETH's memory-key context, a read the DMA engine queues with the payload reads, while a
+// SEND's receive WQE comes through the receive-WQE path).
 func (s *msim) rxReadQueued(h *mhost, p *mpkt) bool {
-	return h.m.Tx.BurstWQEs <= 0 || (p.kind == mpData && s.w.QPType == "rc")
+	return h.m.Tx.BurstWQEs <= 0 || (p.kind == mpData && s.w.QPType == "rc" && s.w.Opcode == "write")
 }
 
 // rcStateNs is the shared processor's extra time for an RC data frame, sent or received, on a NIC with more
