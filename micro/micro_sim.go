@@ -113,6 +113,9 @@ type mconn struct {
 	txDone  int32 // messages of the current attempt whose last frame left the requester
 	respOut int   // READ requests whose last response frame has not left the responder
 	staged  bool
+	// ctxHeld: the connection's next WQEs whose context and translations the unit that took the first WQE
+	// of their doorbell already loaded (tx.burst-wqes).
+	ctxHeld int
 }
 
 // mhost is one NIC with its host.
@@ -173,6 +176,8 @@ type mhost struct {
 	stageDemand int64
 	// readers: connections with READs in flight from this NIC (their responses arrive interleaved).
 	readers int
+	// burstBytes: the payload bytes of the doorbell whose context was loaded last (tx.burst-wqes).
+	burstBytes int
 }
 
 // msim is one workload run.
@@ -597,9 +602,13 @@ func (s *msim) startJob(h *mhost, j mjob) {
 		sge = 1 // the responder reads one remote range
 	}
 	t := s.now + (m.Tx.WQENs+int64(sge)*m.Tx.SGENs)*psPerNs
-	t = s.lookupQPC(h, t, j.conn)
-	size := s.msgSize(j.msg)
-	t = s.lookupMTT(h, t, j.conn, j.msg, size, sge)
+	if m.Tx.BurstWQEs > 0 && !j.resp {
+		t = s.lookupBurst(h, t, j)
+	} else {
+		t = s.lookupQPC(h, t, j.conn)
+		size := s.msgSize(j.msg)
+		t = s.lookupMTT(h, t, j.conn, j.msg, size, sge)
+	}
 	ji := s.newJob(j)
 	s.q.Push(des.Event{At: t, Kind: mevUnitDone, Obj: int32(h.id), Arg: ji})
 }
@@ -858,6 +867,29 @@ func (s *msim) lookupQPC(h *mhost, t int64, ci int32) int64 {
 	return s.pcieRead(h, t, h.m.Cache.QPCBytes, false)
 }
 
+// lookupBurst is the requester's lookups with tx.burst-wqes: the first WQE of a doorbell (the application's
+// post list of wqe_batch WQEs, up to burst-wqes of those the NIC has read) loads the QP's context once for
+// all of them and looks their translations up together, the misses read in parallel; the doorbell's later
+// WQEs find both loaded. With a batch of 1 every WQE pays its own lookups.
+func (s *msim) lookupBurst(h *mhost, t int64, j mjob) int64 {
+	c := &s.conns[j.conn]
+	if c.ctxHeld > 0 {
+		c.ctxHeld--
+		return t
+	}
+	n := int32(min(c.ready+1, s.w.WQEBatch, h.m.Tx.BurstWQEs))
+	c.ctxHeld = int(n - 1)
+	t = s.lookupQPC(h, t, j.conn)
+	done := t
+	h.burstBytes = 0
+	for k := int32(0); k < n; k++ {
+		size := s.msgSize(j.msg + k)
+		h.burstBytes += size
+		done = max(done, s.lookupMTT(h, t, j.conn, j.msg+k, size, s.w.SGE))
+	}
+	return done
+}
+
 // lookupMTT translates every page each SGE touches: message i uses MR i mod num_mrs at the next offset in it,
 // so many or large MRs touch more translation entries than the cache holds.
 func (s *msim) lookupMTT(h *mhost, t int64, ci, msg int32, size, sge int) int64 {
@@ -1108,18 +1140,27 @@ func (s *msim) startRx(h *mhost) {
 		cost += int64(s.w.SGE) * r.SGENs
 		// The receive side needs the QP's context too; its misses are handled qpc-miss-slots at a time, so
 		// the processor loses a slot's share of each miss's PCIe read. With rx-read-queue-bytes the read
-		// first waits in the DMA read queue behind the transmit path's payload reads, and the processor with it.
+		// first waits in the DMA read queue behind the transmit path's payload reads, in its slot, and takes a
+		// qpc-miss-slot even when the packet is data.
 		if !h.qpc.lookup(uint64(p.conn)) {
 			if s.inWin {
 				h.st.QPCCacheMiss++
 			}
-			if pc := &h.m.PCIe; pc.RxReadQueueBytes > 0 {
-				// Behind the payload reads already queued, up to what the read queue holds.
-				start = max(start, min(h.rdFree, start+int64(pc.RxReadQueueBytes)*psPerByte(pc.ReadGbps)))
+			issue := start
+			if pc := &h.m.PCIe; pc.RxReadQueueBytes > 0 && s.rxReadQueued(h, p) {
+				// Behind the payload reads already queued, up to what the read queue holds; with doorbell
+				// bursts, behind the payload of the doorbell being read at most.
+				q := pc.RxReadQueueBytes
+				if h.m.Tx.BurstWQEs > 0 {
+					q = min(q, h.burstBytes)
+				}
+				issue = max(start, min(h.rdFree, start+int64(q)*psPerByte(pc.ReadGbps)))
 			}
-			done := s.pcieRead(h, start, h.m.Cache.QPCBytes, false)
+			done := s.pcieRead(h, issue, h.m.Cache.QPCBytes, false)
 			slots := r.QPCMissSlots
-			if p.kind == mpData && r.DataQPCMissSlots > 0 {
+			// A read queued behind payload reads holds one of the qpc-miss-slots; the others of received
+			// data go on the context fetcher's own slots (data-qpc-miss-slots).
+			if p.kind == mpData && r.DataQPCMissSlots > 0 && issue == start {
 				slots = r.DataQPCMissSlots
 			}
 			start += (done - start) / int64(slots)
@@ -1128,6 +1169,15 @@ func (s *msim) startRx(h *mhost) {
 	h.ppFree = start + cost*psPerNs
 	h.rxBusy = true
 	s.q.Push(des.Event{At: h.ppFree, Kind: mevRxDone, Obj: int32(h.id), Arg: pi})
+}
+
+// rxReadQueued reports whether a received packet's context read waits in the DMA read queue
+// (pcie.rx-read-queue-bytes): every one without tx.burst-wqes; with it, only RC WRITE data's (collie A.1 #10:
+// bidirectional RC WRITE, reliable traffic "requires packet-level ACK"; assumption: a WRITE's context read
+// also brings its RETH's memory-key context, a read the DMA engine queues with the payload reads, while a
+// SEND's receive WQE comes through the receive-WQE path).
+func (s *msim) rxReadQueued(h *mhost, p *mpkt) bool {
+	return h.m.Tx.BurstWQEs <= 0 || (p.kind == mpData && s.w.QPType == "rc" && s.w.Opcode == "write")
 }
 
 // rcStateNs is the shared processor's extra time for an RC data frame, sent or received, on a NIC with more

@@ -79,6 +79,10 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#3 with MTU 4096", 3, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
 		{"#7 with 64 QPs", 7, func(w *scenario.Workload) { w.NumQPs = 64 }, nil},
 		{"#8 with one MR", 8, func(w *scenario.Workload) { w.NumMRs = 1 }, nil},
+		// #7 and #8 need a WQE batch of 1 (table 2): a doorbell's WQEs share their context load and look their
+		// translations up together (tx.burst-wqes).
+		{"#7 with batch 16", 7, func(w *scenario.Workload) { w.WQEBatch = 16 }, nil},
+		{"#8 with batch 16", 8, func(w *scenario.Workload) { w.WQEBatch = 16 }, nil},
 		{"#9 with relaxed ordering (cx6vpi-200g's setting)", 9, nil, func(p *rnic.Profile) { p.Micro.PCIe.RelaxedOrdering = true }},
 		{"#11 with local memory", 11, func(w *scenario.Workload) { w.Memory = MemLocal }, nil},
 		{"#12 with local memory", 12, func(w *scenario.Workload) { w.Memory = MemLocal }, nil},

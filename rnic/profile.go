@@ -628,6 +628,10 @@ type MicroTx struct {
 	// packet on the receiving NIC. When they need more than this, the staged packets of a share 1 -
 	// staging/demand are evicted before use and read again over PCIe (0: no such memory is modelled).
 	StagingBytes int `yaml:"staging-bytes"`
+	// BurstWQEs > 0: a unit takes the WQEs one doorbell announced (the post list, up to this many) as one
+	// burst: one QP-context lookup for all of them, their translations looked up together (the misses read in
+	// parallel), then each WQE parsed; 0: one WQE per unit, each with its own lookups one after another.
+	BurstWQEs int `yaml:"burst-wqes"`
 }
 
 // MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
@@ -749,7 +753,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
-		{"tx.staging-bytes", int64(m.Tx.StagingBytes)},
+		{"tx.staging-bytes", int64(m.Tx.StagingBytes)}, {"tx.burst-wqes", int64(m.Tx.BurstWQEs)},
 		{"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
 		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},

@@ -43,6 +43,7 @@ func TestMicroSection(t *testing.T) {
 		{"    prefetch-min: 8", "    prefetch-min: 99", "micro.rx.prefetch-min: 99 is above prefetch-max", line("prefetch-min")},
 		{"    units: 8", "    unit: 8", "unknown field", line("units")},
 		{"    demand-fetch-slots: 16", "    demand-fetch-slots: -1", "micro.rx.demand-fetch-slots: -1: want >= 0", line("demand-fetch-slots")},
+		{"    burst-wqes: 16", "    burst-wqes: -4", "micro.tx.burst-wqes: -4: want >= 0", line("burst-wqes")},
 		{"    gpu-same-switch-write-gbps: 120", "    gpu-same-switch-write-gbps: -1",
 			"micro.host.gpu-same-switch-write-gbps: -1: want >= 0", line("gpu-same-switch-write-gbps")},
 		{"    gpu-cross-switch-write-gbps: 800", "    gpu-cross-switch-write-gbps: -2",
