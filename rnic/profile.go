@@ -633,18 +633,28 @@ type MicroTx struct {
 // MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
 // kind, the receive-WQE cache.
 type MicroRx struct {
-	BufferBytes int   `yaml:"buffer-bytes"`
-	XoffBytes   int   `yaml:"xoff-bytes"`
-	XonBytes    int   `yaml:"xon-bytes"`
-	PausePrio   int   `yaml:"pause-priority"`
-	WriteNs     int64 `yaml:"write-ns"`     // RC/UC WRITE packet
-	SendNs      int64 `yaml:"send-ns"`      // RC/UC SEND packet
-	UDNs        int64 `yaml:"ud-ns"`        // UD SEND packet
-	ReadReqNs   int64 `yaml:"read-req-ns"`  // READ request at the responder
-	ReadRespNs  int64 `yaml:"read-resp-ns"` // READ response packet at the requester
-	AckNs       int64 `yaml:"ack-ns"`       // ACK/NAK received
-	AckGenNs    int64 `yaml:"ack-gen-ns"`   // ACK generation (same unit)
-	SGENs       int64 `yaml:"sge-ns"`       // per scatter entry of a message's first packet
+	BufferBytes  int   `yaml:"buffer-bytes"`
+	XoffBytes    int   `yaml:"xoff-bytes"`
+	XonBytes     int   `yaml:"xon-bytes"`
+	PausePrio    int   `yaml:"pause-priority"`
+	WriteNs      int64 `yaml:"write-ns"`       // RC/UC WRITE packet
+	SendNs       int64 `yaml:"send-ns"`        // RC/UC SEND packet
+	UDNs         int64 `yaml:"ud-ns"`          // UD SEND packet
+	ReadReqNs    int64 `yaml:"read-req-ns"`    // READ request at the responder
+	ReadRespNs   int64 `yaml:"read-resp-ns"`   // READ response packet at the requester
+	AckNs        int64 `yaml:"ack-ns"`         // ACK/NAK received
+	AckGenNs     int64 `yaml:"ack-gen-ns"`     // ACK generation (same unit)
+	SGENs        int64 `yaml:"sge-ns"`         // per scatter entry of a message's first packet
+	WQECacheSize int   `yaml:"wqe-cache"`      // receive WQEs the NIC caches (all QPs)
+	WQEBytes     int   `yaml:"wqe-bytes"`      // receive WQE size per SGE
+	PrefetchMin  int   `yaml:"prefetch-min"`   // WQEs prefetched per receive doorbell at least
+	PrefetchMax  int   `yaml:"prefetch-max"`   // and at most
+	PrefetchDiv  int   `yaml:"prefetch-div"`   // the prefetch is wq-depth / prefetch-div within [min, max]
+	MissSlots    int   `yaml:"miss-slots"`     // messages that can wait for a receive-WQE fetch
+	MissFetch    int   `yaml:"miss-fetch"`     // WQEs a demand fetch reads
+	FetchSlots   int   `yaml:"fetch-slots"`    // receive-WQE fetches in flight at once (prefetch and demand)
+	QPCMissSlots int   `yaml:"qpc-miss-slots"` // QP-context misses of received packets handled at once
+	NAKDelayNs   int64 `yaml:"nak-delay-ns"`   // RC: drop -> the sender goes back (NAK generation and reaction)
 	// ReadRespSGENs is the processor's time per scatter entry of a READ response message's first packet: the
 	// requester scatters the response into its own READ WQE's SGE list, which the processor walks when the
 	// response starts, where a received SEND's entries come with the receive WQE the WQE path already fetched
@@ -655,16 +665,6 @@ type MicroRx struct {
 	// place in the requester's buffer is found by walking the READ WQE's scatter list to the packet's offset
 	// (PSN distance times the MTU), the first starts at its head (0: read-resp-ns for every packet).
 	ReadRespFirstNs int64 `yaml:"read-resp-first-ns"`
-	WQECacheSize    int   `yaml:"wqe-cache"`      // receive WQEs the NIC caches (all QPs)
-	WQEBytes        int   `yaml:"wqe-bytes"`      // receive WQE size per SGE
-	PrefetchMin     int   `yaml:"prefetch-min"`   // WQEs prefetched per receive doorbell at least
-	PrefetchMax     int   `yaml:"prefetch-max"`   // and at most
-	PrefetchDiv     int   `yaml:"prefetch-div"`   // the prefetch is wq-depth / prefetch-div within [min, max]
-	MissSlots       int   `yaml:"miss-slots"`     // messages that can wait for a receive-WQE fetch
-	MissFetch       int   `yaml:"miss-fetch"`     // WQEs a demand fetch reads
-	FetchSlots      int   `yaml:"fetch-slots"`    // receive-WQE fetches in flight at once (prefetch and demand)
-	QPCMissSlots    int   `yaml:"qpc-miss-slots"` // QP-context misses of received packets handled at once
-	NAKDelayNs      int64 `yaml:"nak-delay-ns"`   // RC: drop -> the sender goes back (NAK generation and reaction)
 	// DataQPCMissSlots: QP-context misses of received WRITE/SEND data handled at once, when the NIC fetches the
 	// contexts of received data apart from those of READ responses (0: qpc-miss-slots for every packet).
 	DataQPCMissSlots int `yaml:"data-qpc-miss-slots"`
@@ -764,8 +764,8 @@ func (m *MicroArch) validate() *ProfileError {
 		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
 		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},
-		{"rx.sge-ns", m.Rx.SGENs}, {"rx.read-resp-sge-ns", m.Rx.ReadRespSGENs},
-		{"rx.read-resp-first-ns", m.Rx.ReadRespFirstNs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
+		{"rx.sge-ns", m.Rx.SGENs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
+		{"rx.read-resp-sge-ns", m.Rx.ReadRespSGENs}, {"rx.read-resp-first-ns", m.Rx.ReadRespFirstNs},
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
