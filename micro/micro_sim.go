@@ -1113,6 +1113,9 @@ func (s *msim) startRx(h *mhost) {
 		cost = r.ReadReqNs
 	case mpReadResp:
 		cost = r.ReadRespNs
+		if r.ReadRespFirstNs > 0 && p.first() {
+			cost = r.ReadRespFirstNs
+		}
 	default:
 		switch {
 		case s.w.QPType == "ud":
@@ -1138,6 +1141,9 @@ func (s *msim) startRx(h *mhost) {
 	}
 	if p.first() && (p.kind == mpData || p.kind == mpReadResp) {
 		cost += int64(s.w.SGE) * r.SGENs
+		if p.kind == mpReadResp {
+			cost += int64(s.w.SGE) * r.ReadRespSGENs
+		}
 		// The receive side needs the QP's context too; its misses are handled qpc-miss-slots at a time, so
 		// the processor loses a slot's share of each miss's PCIe read. With rx-read-queue-bytes the read
 		// first waits in the DMA read queue behind the transmit path's payload reads, in its slot, and takes a

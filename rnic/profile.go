@@ -659,6 +659,16 @@ type MicroRx struct {
 	FetchSlots   int   `yaml:"fetch-slots"`    // receive-WQE fetches in flight at once (prefetch and demand)
 	QPCMissSlots int   `yaml:"qpc-miss-slots"` // QP-context misses of received packets handled at once
 	NAKDelayNs   int64 `yaml:"nak-delay-ns"`   // RC: drop -> the sender goes back (NAK generation and reaction)
+	// ReadRespSGENs is the processor's time per scatter entry of a READ response message's first packet: the
+	// requester scatters the response into its own READ WQE's SGE list, which the processor walks when the
+	// response starts, where a received SEND's entries come with the receive WQE the WQE path already fetched
+	// (0: only sge-ns, for every message).
+	ReadRespSGENs int64 `yaml:"read-resp-sge-ns"`
+	// ReadRespFirstNs, when set, is the processor's time for the first packet of a READ response message
+	// (a single-packet response included), read-resp-ns being the time of each later one: a later packet's
+	// place in the requester's buffer is found by walking the READ WQE's scatter list to the packet's offset
+	// (PSN distance times the MTU), the first starts at its head (0: read-resp-ns for every packet).
+	ReadRespFirstNs int64 `yaml:"read-resp-first-ns"`
 	// DataQPCMissSlots: QP-context misses of received WRITE/SEND data handled at once, when the NIC fetches the
 	// contexts of received data apart from those of READ responses (0: qpc-miss-slots for every packet).
 	DataQPCMissSlots int `yaml:"data-qpc-miss-slots"`
@@ -759,6 +769,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
 		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},
 		{"rx.sge-ns", m.Rx.SGENs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
+		{"rx.read-resp-sge-ns", m.Rx.ReadRespSGENs}, {"rx.read-resp-first-ns", m.Rx.ReadRespFirstNs},
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},

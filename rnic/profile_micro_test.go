@@ -48,6 +48,8 @@ func TestMicroSection(t *testing.T) {
 			"micro.host.gpu-same-switch-write-gbps: -1: want >= 0", line("gpu-same-switch-write-gbps")},
 		{"    gpu-cross-switch-write-gbps: 800", "    gpu-cross-switch-write-gbps: -2",
 			"micro.host.gpu-cross-switch-write-gbps: -2: want >= 0", line("gpu-cross-switch-write-gbps")},
+		{"    read-resp-first-ns: 10", "    read-resp-first-ns: -1", "micro.rx.read-resp-first-ns: -1: want >= 0", line("read-resp-first-ns")},
+		{"    read-resp-sge-ns: 4", "    read-resp-sge-ns: -4", "micro.rx.read-resp-sge-ns: -4: want >= 0", line("read-resp-sge-ns")},
 	} {
 		data := strings.Replace(string(base), c.from, c.to, 1)
 		if data == string(base) {

@@ -28,6 +28,7 @@ var mechanisms = []mechanism{
 	{"packet-processor", func(m *rnic.MicroArch) {
 		r := &m.Rx
 		r.WriteNs, r.SendNs, r.UDNs, r.ReadReqNs, r.ReadRespNs, r.AckNs, r.AckGenNs, r.SGENs = 0, 0, 0, 0, 0, 0, 0, 0
+		r.ReadRespSGENs, r.ReadRespFirstNs = 0, 0
 		m.Tx.PktNs = 0
 	}},
 	{"tx-units", func(m *rnic.MicroArch) { m.Tx.Units = unbounded }},

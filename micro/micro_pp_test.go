@@ -1,0 +1,66 @@
+package micro
+
+import (
+	"testing"
+
+	"github.com/lumina-go/lumina/rnic"
+	"github.com/lumina-go/lumina/scenario"
+)
+
+// TestReadResponseFirstPacket: on cx6vpi-200g a READ response's later packets cost the shared processor
+// rx.read-resp-ns each and its first one rx.read-resp-first-ns, so collie #3's trigger (8 QPs of 4 MB READs at
+// MTU 1 KB) pauses while the same with 4 KB messages (four packets each) and a bidirectional mix of small and
+// large READs at MTU 2 KB do not; charged read-resp-ns for every packet (read-resp-first-ns 0) both pause.
+func TestReadResponseFirstPacket(t *testing.T) {
+	p, err := rnic.LoadProfile("cx6vpi-200g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, l := p.Micro.Rx.ReadRespFirstNs, p.Micro.Rx.ReadRespNs; f <= 0 || f >= l {
+		t.Fatalf("cx6vpi-200g: rx.read-resp-first-ns %d, read-resp-ns %d: this test is about a cheaper first packet", f, l)
+	}
+	every := func(p *rnic.Profile) { p.Micro.Rx.ReadRespFirstNs = 0 }
+	var trig trigger
+	for _, tr := range collieTriggers {
+		if tr.id == 3 {
+			trig = tr
+		}
+	}
+	if s := summarize(runMicro(t, trig.profile, trig.w, nil)); !s.isPause() {
+		t.Errorf("#3: pause %.4f, want > 0.001", s.pause)
+	}
+	short := trig.w
+	short.MsgSizes = []int{4 * kb}
+	mix := wl("rc", "read", 77, 2048, 37, 2, 59, 7, 16*kb, []int{1088, 64, 3392, 64960, 80928, 14912, 416}, DirBi, MemLocal)
+	for _, c := range []struct {
+		name string
+		w    scenario.Workload
+	}{
+		{"#3 with 4 KB messages", short},
+		{"bidirectional READ of small and large messages at MTU 2 KB", mix},
+	} {
+		s := summarize(runMicro(t, "cx6vpi-200g", c.w, nil))
+		t.Logf("%s: pause %.4f, %.1f Gb/s %.1f Mpps", c.name, s.pause, s.gbps, s.mpps)
+		if s.isPause() || s.isLow() {
+			t.Errorf("%s: pause %.4f, %.1f Gb/s: want no anomaly", c.name, s.pause, s.gbps)
+		}
+		if s := summarize(runMicro(t, "cx6vpi-200g", c.w, every)); !s.isPause() {
+			t.Errorf("%s with read-resp-ns for every packet: pause %.4f, want > 0.001", c.name, s.pause)
+		}
+	}
+}
+
+// TestReadTagsSmallGathers: each SGE of a message is a DMA read of its own holding a PCIe read tag until its
+// completion, so small messages gathered from 4 SGEs need many tags for the packet rate: with cx6vpi-200g's
+// 512 (PCIe 4.0 10-bit tags) one direction of 256 B RC WRITEs reaches line rate, with 128 the tags stop it
+// below 80% of both limits (an anomaly Collie does not report).
+func TestReadTagsSmallGathers(t *testing.T) {
+	w := wl("rc", "write", 8, 1024, 16, 4, 128, 1, 64*kb, []int{256}, DirUni, MemLocal)
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("256 B writes of 4 SGEs: pause %.4f, %.1f Gb/s %.1f Mpps: want no anomaly", s.pause, s.gbps, s.mpps)
+	}
+	few := func(p *rnic.Profile) { p.Micro.PCIe.MaxOutstandingReads = 128 }
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, few)); !s.isLow() {
+		t.Errorf("the same with 128 read tags: pause %.4f, %.1f Gb/s %.1f Mpps: want low throughput", s.pause, s.gbps, s.mpps)
+	}
+}
