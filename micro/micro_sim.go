@@ -1249,6 +1249,14 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 		c.parked.Push(pi)
 		return
 	}
+	if needWQE && h.m.Rx.DropBeforeFetch && c.rqCached == 0 && c.rqAvail > 0 && h.parkedMsgs >= h.m.Rx.MissSlots {
+		// A miss with every miss-slot taken: the message is dropped before a WQE read starts for it.
+		if s.inWin {
+			h.st.RxWQECacheMiss++
+		}
+		s.dropData(h, pi, true)
+		return
+	}
 	if needWQE && !s.takeRecvWQE(h, p.conn) {
 		if c.rqAvail == 0 {
 			s.dropDataAfter(h, pi, true, minRNRTimerNs) // receiver not ready
@@ -1404,6 +1412,9 @@ func (s *msim) rqFetch(h *mhost, ci int32, want int, demand bool) {
 	n := min(want, c.rqAvail-c.rqCached-c.rqFetching, h.m.Rx.PrefetchMax-c.rqCached-c.rqFetching)
 	if n <= 0 {
 		return
+	}
+	if !demand && h.m.Rx.PrefetchDropBusy && h.fetchActive >= h.m.Rx.FetchSlots {
+		return // the prefetcher is busy: the hint is dropped, the QP's next message reads its WQEs on demand
 	}
 	c.rqFetching += n
 	if demand && h.m.Rx.DemandFetchSlots > 0 {

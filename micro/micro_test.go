@@ -319,7 +319,10 @@ func TestGPUCrossSwitchFullDuplex(t *testing.T) {
 // pipeline (cx6vpi-200g's demand-fetch-slots) it stays within them. #2/#6's triggers stay low (TestCollieAnomalies).
 func TestDemandFetchSlots(t *testing.T) {
 	w := wl("uc", "send", 38, 512, 1, 1, 66, 23, 208*kb, []int{864}, DirBi, MemLocal)
-	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.DemandFetchSlots = 0 }))
+	// Shared slots as they were before prefetch-drop-busy: the doorbells' prefetches wait in line for them.
+	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
+		p.Micro.Rx.DemandFetchSlots, p.Micro.Rx.PrefetchDropBusy = 0, false
+	}))
 	own := summarize(runMicro(t, "cx6vpi-200g", w, nil))
 	t.Logf("shared slots: pause %.4f %.1f Gb/s %.1f Mpps; own slots: pause %.4f %.1f Gb/s %.1f Mpps",
 		shared.pause, shared.gbps, shared.mpps, own.pause, own.gbps, own.mpps)
@@ -353,5 +356,39 @@ func TestClassify(t *testing.T) {
 	}
 	if got := (Thresholds{Pause: 0.01, Low: 0.5}).Classify(0.005, 90, 40, 200, 100); got != "low-throughput" {
 		t.Errorf("custom thresholds: %q", got)
+	}
+}
+
+// TestDropBeforeFetch: UC SEND over a few hundred QPs with a 210-deep queue misses the receive-WQE cache on many
+// messages and fills the miss-slots; a message dropped there used to start its WQE read anyway, and those dead
+// reads (filling the cache for no one) held the demand slots the live misses needed, so the NIC paused (collie
+// reports no such UC anomaly). With cx6vpi-200g's drop-before-fetch it stays clean.
+func TestDropBeforeFetch(t *testing.T) {
+	w := wl("uc", "send", 235, 1024, 9, 3, 210, 1, 64*kb, []int{2368, 64, 43 * kb}, DirUni, MemLocal)
+	on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.DropBeforeFetch = false }))
+	t.Logf("drop-before-fetch: pause %.4f %.1f Gb/s; without: pause %.4f %.1f Gb/s", on.pause, on.gbps, off.pause, off.gbps)
+	if on.isPause() || on.isLow() {
+		t.Errorf("with drop-before-fetch: pause %.4f, %.1f Gb/s: want no anomaly", on.pause, on.gbps)
+	}
+	if !off.isPause() && !off.isLow() {
+		t.Errorf("without drop-before-fetch: pause %.4f, %.1f Gb/s: want an anomaly", off.pause, off.gbps)
+	}
+}
+
+// TestPrefetchDropBusy: UD SEND over 100 QPs with 41-deep queues; each repost doorbell asks for a small
+// prefetch that the 80-entry cache cannot keep for 100 QPs. Queued behind the three fetch slots, those prefetches
+// kept the QPs' rq-fetching state up and their arriving messages waited in the miss-slots behind them; dropped
+// when the slots are busy (prefetch-drop-busy), the messages read their WQEs on demand and far more get through.
+func TestPrefetchDropBusy(t *testing.T) {
+	w := wl("ud", "send", 100, 1024, 2, 3, 41, 1, 64*kb, []int{800, 608}, DirUni, MemLocal)
+	on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchDropBusy = false }))
+	t.Logf("prefetch-drop-busy: %.1f Gb/s %.1f Mpps; queued: %.1f Gb/s %.1f Mpps", on.gbps, on.mpps, off.gbps, off.mpps)
+	if on.pause != 0 || off.pause != 0 {
+		t.Errorf("pause %.4f / %.4f: want none (UD drops rather than pauses here)", on.pause, off.pause)
+	}
+	if on.gbps < 1.3*off.gbps {
+		t.Errorf("goodput %.1f Gb/s with prefetch-drop-busy against %.1f Gb/s queued: want at least 1.3 times as much", on.gbps, off.gbps)
 	}
 }

@@ -701,6 +701,13 @@ type MicroRx struct {
 	// pipeline itself, this many such reads at once, instead of waiting for one of the prefetcher's
 	// fetch-slots (0: demand and prefetch share fetch-slots).
 	DemandFetchSlots int `yaml:"demand-fetch-slots"`
+	// PrefetchDropBusy: a receive doorbell's prefetch that finds every fetch-slot busy is dropped instead of
+	// waiting in line (a prefetch is a hint); the QP's WQEs are then read on demand when its next message
+	// needs one.
+	PrefetchDropBusy bool `yaml:"prefetch-drop-busy"`
+	// DropBeforeFetch: a message that misses the receive-WQE cache while every miss-slot is taken is dropped
+	// before a WQE read starts for it (false: the read starts, and fills the cache for no one).
+	DropBeforeFetch bool `yaml:"drop-before-fetch"`
 }
 
 // MicroCache is the NIC's context caches: QP contexts and memory translation entries; a miss is a PCIe read.
