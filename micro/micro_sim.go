@@ -1132,10 +1132,14 @@ func (s *msim) startRx(h *mhost) {
 
 // rcStateNs is the shared processor's extra time for an RC data frame, sent or received, on a NIC with more
 // QPs than it keeps RC transport state for (rx.rc-state-entries): their frames interleave (transmit, receive
-// and acknowledgements of different QPs), so each one swaps its QP's state in.
+// and acknowledgements of different QPs), so each one swaps its QP's state in; with rx.rc-state-batch, only when
+// the QP's doorbells announce a full WQE read-ahead, which then moves with its state.
 func (s *msim) rcStateNs(h *mhost, p *mpkt) int64 {
 	if n := h.m.Rx.RCStateEntries; n <= 0 || h.qps <= n || p.kind != mpData {
 		return 0
+	}
+	if b := h.m.Rx.RCStateBatch; b > 0 && min(s.w.WQEBatch, wqeFetchMax) < b {
+		return 0 // no read-ahead rides with the state: only the PSN line moves, hidden behind the frame
 	}
 	return h.m.Rx.RCStateMissNs
 }

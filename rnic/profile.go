@@ -666,6 +666,10 @@ type MicroRx struct {
 	// frame, sent or received, costs it RCStateMissNs more to swap its QP's state in (0 entries: not modelled).
 	RCStateEntries int   `yaml:"rc-state-entries"`
 	RCStateMissNs  int64 `yaml:"rc-state-miss-ns"`
+	// RCStateBatch > 0: the swap costs RCStateMissNs only when a QP's state carries a full WQE read-ahead, i.e.
+	// when its doorbells announce at least this many WQEs at once (one WQE read takes up to 16); with smaller
+	// batches only the PSN state moves and the swap is hidden (0: every batch).
+	RCStateBatch int `yaml:"rc-state-batch"`
 	// ReadRespPerPacketQPC: every READ response packet needs its QP's context (read state), not only a
 	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
 	// interleaves its QPs packet by packet) each such packet misses.
@@ -759,6 +763,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
+		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},
