@@ -155,6 +155,20 @@ func TestLoopbackYields(t *testing.T) {
 	}
 }
 
+// TestLoopbackXoffNarrow: p2100g's loopback crosses only while its RX buffer holds less than 4 KB; UD loopback of
+// many QPs (each message reloads its QP's receive WQEs) then stays clean, while with 16 KB the loopback frames
+// admitted hold the processor and the receive-WQE fetcher long enough for the wire's frames to reach XOFF.
+func TestLoopbackXoffNarrow(t *testing.T) {
+	w := wl("ud", "send", 4905, 4096, 6, 3, 27, 5, 76*kb, []int{960, 480, 64}, DirLoopback, MemLocal)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: UD loopback of 4905 QPs: pause %.4f, %.1f Gb/s %.1f Mpps: want no anomaly", s.pause, s.gbps, s.mpps)
+	}
+	s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 16 * kb }))
+	if !s.isPause() {
+		t.Errorf("p2100g with loopback-xoff-bytes 16 KB: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
 // TestPerQPLimit: the packets/s limit of a workload is at most its QPs times the profile's per-QP message rate,
 // so one QP of small messages is judged against what one QP can do, and many QPs against the NIC's rate or
 // the line rate in packets.
