@@ -90,6 +90,7 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#15 with 8 QPs", 15, func(w *scenario.Workload) { w.NumQPs = 8 }, nil},
 		{"#18 one direction", 18, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#18 with batch 8", 18, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
+		{"#17 with batch 32", 17, func(w *scenario.Workload) { w.WQEBatch = 32 }, nil},
 		// #14 at MTU 1024 reaches line rate on H (Collie A.2); the model pauses there for #18's reason (the
 		// shared packet processor), so MTU 2048 stands for the smaller MTU.
 		{"#14 with MTU 2048", 14, func(w *scenario.Workload) { w.MTU = 2048 }, nil},

@@ -621,6 +621,9 @@ type MicroTx struct {
 	// LoopbackXoffBytes: loopback frames wait while the receive buffer holds this much, so traffic from the
 	// wire keeps the receive path (0: they wait only at the port's XOFF, competing with the wire).
 	LoopbackXoffBytes int `yaml:"loopback-xoff-bytes"`
+	// RCDoorbellBurst: the transmit scheduler serves an RC QP for the WQEs one doorbell announced (its batch, up
+	// to one WQE read of 16), back to back, before the next QP's turn (false: one WQE per QP in turn).
+	RCDoorbellBurst bool `yaml:"rc-doorbell-burst"`
 	// AckEveryPackets: the RC responder acknowledges every N packets and every message's last packet.
 	AckEveryPackets int `yaml:"ack-every-packets"`
 	// StagingBytes is the on-chip packet staging memory of a NIC that interleaves its connections packet by
