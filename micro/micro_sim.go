@@ -938,6 +938,10 @@ func (s *msim) stagingEntries() (tx, rx int64) {
 		sge = 1 // the responder reads one remote range
 	}
 	piece := (mean + sge - 1) / sge
+	if n := s.hosts[0].m.Tx.StagingMinSGE; n > 0 && sge < n {
+		// Gathered on the fly: the packets stream from their reads and are never evicted and read again.
+		return 0, int64(min(w.MTU, mean))
+	}
 	return int64(sge * min(w.MTU, piece)), int64(min(w.MTU, mean))
 }
 

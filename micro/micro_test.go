@@ -97,6 +97,7 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#14 with 3 SGEs", 14, func(w *scenario.Workload) { w.SGE = 3 }, nil},
 		{"#14 one direction", 14, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#14 with 512 QPs", 14, func(w *scenario.Workload) { w.NumQPs = 512 }, nil},
+		{"#14 with one SGE and 4096 QPs", 14, func(w *scenario.Workload) { w.SGE, w.NumQPs = 1, 4096 }, nil},
 	}
 	for _, c := range cases {
 		tr := trig(c.id)

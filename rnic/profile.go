@@ -631,6 +631,10 @@ type MicroTx struct {
 	// packet on the receiving NIC. When they need more than this, the staged packets of a share 1 -
 	// staging/demand are evicted before use and read again over PCIe (0: no such memory is modelled).
 	StagingBytes int `yaml:"staging-bytes"`
+	// StagingMinSGE > 0: only packets gathered from at least this many SGEs are staged; the engine assembles
+	// packets of fewer SGEs on the fly from their reads, so their connections hold no transmit staging and read
+	// nothing again (0: every connection stages).
+	StagingMinSGE int `yaml:"staging-min-sge"`
 }
 
 // MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
@@ -756,7 +760,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
-		{"tx.staging-bytes", int64(m.Tx.StagingBytes)},
+		{"tx.staging-bytes", int64(m.Tx.StagingBytes)}, {"tx.staging-min-sge", int64(m.Tx.StagingMinSGE)},
 		{"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
 		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
