@@ -1131,7 +1131,8 @@ func (s *msim) startRx(h *mhost) {
 		}
 	}
 	start := max(s.now, h.ppFree)
-	if r.ReadRespPerPacketQPC && p.kind == mpReadResp && !p.first() && h.readers > h.m.Cache.QPCEntries {
+	if r.ReadRespPerPacketQPC && p.kind == mpReadResp && !p.first() && h.readers > h.m.Cache.QPCEntries &&
+		min(s.w.WQEBatch, wqeFetchMax) >= r.ReadRespQPCBatch {
 		// Every response packet needs its QP's read state; with the responses of more QPs than the context cache
 		// holds arriving interleaved packet by packet, each one misses.
 		if s.inWin {

@@ -87,6 +87,7 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#13 without loopback", 13, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#16 with MTU 4096", 16, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
 		{"#16 with 128 QPs", 16, func(w *scenario.Workload) { w.NumQPs = 128 }, nil},
+		{"#16 with batch 4", 16, func(w *scenario.Workload) { w.WQEBatch = 4 }, nil},
 		{"#15 with 8 QPs", 15, func(w *scenario.Workload) { w.NumQPs = 8 }, nil},
 		{"#18 one direction", 18, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#18 with batch 8", 18, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},

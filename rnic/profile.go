@@ -681,6 +681,10 @@ type MicroRx struct {
 	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
 	// interleaves its QPs packet by packet) each such packet misses.
 	ReadRespPerPacketQPC bool `yaml:"read-resp-per-packet-qpc"`
+	// ReadRespQPCBatch: with read-resp-per-packet-qpc, only when a doorbell announces at least this many READs
+	// (its batch, up to one WQE read of 16): the QP's read state for that many READs in flight together
+	// outgrows what the first packet's context fetch brings in (0: every batch).
+	ReadRespQPCBatch int `yaml:"read-resp-qpc-batch"`
 	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has frames waiting for one (within
 	// prefetch-max), so a QP's backlog waits for one PCIe read, not one per message.
 	MissFetchParked bool `yaml:"miss-fetch-parked"`
@@ -770,7 +774,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
-		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)},
+		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)}, {"rx.read-resp-qpc-batch", int64(m.Rx.ReadRespQPCBatch)},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},
