@@ -129,6 +129,8 @@ type mhost struct {
 	dmaPending int             // jobs whose payload read is in flight
 	dmaBytes   int             // their payload bytes, which the transmit buffer holds room for
 	rr         des.Ring[int32] // connections with transmit work
+	burstConn  int32           // the connection the scheduler serves back to back (tx.rc-doorbell-burst)
+	burstLeft  int             // and how many more of its WQEs
 	txQ        des.Ring[int32] // packets waiting for the wire
 	ctrlQ      des.Ring[int32]
 	loopQ      des.Ring[int32]
@@ -559,15 +561,30 @@ func (s *msim) wake(h *mhost, ci int32) {
 // next one is read).
 func (s *msim) startUnits(h *mhost) {
 	for h.freeUnits > 0 && (h.dmaPending < 2 || h.txQBytes+h.dmaBytes < h.m.Tx.BufferBytes) &&
-		h.dmaPending < h.m.PCIe.MaxOutstandingReads && h.rr.Len() > 0 {
-		ci := h.rr.Pop()
+		h.dmaPending < h.m.PCIe.MaxOutstandingReads && (h.rr.Len() > 0 || h.burstLeft > 0) {
+		var ci int32
+		burst := h.burstLeft > 0
+		if burst {
+			ci = h.burstConn
+			h.burstLeft--
+		} else {
+			ci = h.rr.Pop()
+			s.conns[ci].inRR[h.id] = false
+		}
 		c := &s.conns[ci]
-		c.inRR[h.id] = false
+		if burst && (int(c.req) != h.id || c.ready == 0 || (s.w.Opcode == "read" && c.readsOut >= mMaxRdAtom)) {
+			h.burstLeft = 0 // the doorbell's WQEs are not all here yet: the QP waits for its next turn
+			if !c.inRR[h.id] && s.hasWork(c, h) {
+				c.inRR[h.id] = true
+				h.rr.Push(ci)
+			}
+			continue
+		}
 		if !s.hasWork(c, h) {
 			continue
 		}
 		j := mjob{conn: ci, epoch: c.epoch}
-		if int(c.resp) == h.id && c.respQ.Len() > 0 {
+		if !burst && int(c.resp) == h.id && c.respQ.Len() > 0 {
 			j.resp = true
 			j.msg = c.respQ.Pop()
 		} else {
@@ -586,11 +603,26 @@ func (s *msim) startUnits(h *mhost) {
 		}
 		h.freeUnits--
 		s.startJob(h, j)
+		if n := s.doorbellBurst(h); !burst && !j.resp && n > 1 {
+			h.burstConn, h.burstLeft = ci, n-1
+		}
+		if h.burstLeft > 0 {
+			continue // the QP keeps the scheduler for the rest of its doorbell's WQEs
+		}
 		if s.hasWork(c, h) {
 			c.inRR[h.id] = true
 			h.rr.Push(ci)
 		}
 	}
+}
+
+// doorbellBurst is how many WQEs of one QP the scheduler takes back to back (tx.rc-doorbell-burst: those one
+// doorbell announced, up to one WQE read; otherwise 1, one WQE per connection in turn).
+func (s *msim) doorbellBurst(h *mhost) int {
+	if !h.m.Tx.RCDoorbellBurst || s.w.QPType != "rc" {
+		return 1
+	}
+	return min(s.w.WQEBatch, wqeFetchMax)
 }
 
 // startJob runs one WQE through the unit: WQE parsing, QP-context lookup, a translation per SGE, then the
@@ -938,6 +970,10 @@ func (s *msim) stagingEntries() (tx, rx int64) {
 		sge = 1 // the responder reads one remote range
 	}
 	piece := (mean + sge - 1) / sge
+	if n := s.hosts[0].m.Tx.StagingMinSGE; n > 0 && sge < n {
+		// Gathered on the fly: the packets stream from their reads and are never evicted and read again.
+		return 0, int64(min(w.MTU, mean))
+	}
 	return int64(sge * min(w.MTU, piece)), int64(min(w.MTU, mean))
 }
 
@@ -1130,7 +1166,8 @@ func (s *msim) startRx(h *mhost) {
 		}
 	}
 	start := max(s.now, h.ppFree)
-	if r.ReadRespPerPacketQPC && p.kind == mpReadResp && !p.first() && h.readers > h.m.Cache.QPCEntries {
+	if r.ReadRespPerPacketQPC && p.kind == mpReadResp && !p.first() && h.readers > h.m.Cache.QPCEntries &&
+		min(s.w.WQEBatch, wqeFetchMax) >= r.ReadRespQPCBatch {
 		// Every response packet needs its QP's read state; with the responses of more QPs than the context cache
 		// holds arriving interleaved packet by packet, each one misses.
 		if s.inWin {
@@ -1188,10 +1225,14 @@ func (s *msim) rxReadQueued(h *mhost, p *mpkt) bool {
 
 // rcStateNs is the shared processor's extra time for an RC data frame, sent or received, on a NIC with more
 // QPs than it keeps RC transport state for (rx.rc-state-entries): their frames interleave (transmit, receive
-// and acknowledgements of different QPs), so each one swaps its QP's state in.
+// and acknowledgements of different QPs), so each one swaps its QP's state in; with rx.rc-state-batch, only when
+// the QP's doorbells announce a full WQE read-ahead, which then moves with its state.
 func (s *msim) rcStateNs(h *mhost, p *mpkt) int64 {
 	if n := h.m.Rx.RCStateEntries; n <= 0 || h.qps <= n || p.kind != mpData {
 		return 0
+	}
+	if b := h.m.Rx.RCStateBatch; b > 0 && min(s.w.WQEBatch, wqeFetchMax) < b {
+		return 0 // no read-ahead rides with the state: only the PSN line moves, hidden behind the frame
 	}
 	return h.m.Rx.RCStateMissNs
 }

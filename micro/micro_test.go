@@ -91,14 +91,18 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#13 without loopback", 13, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#16 with MTU 4096", 16, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
 		{"#16 with 128 QPs", 16, func(w *scenario.Workload) { w.NumQPs = 128 }, nil},
+		{"#16 with batch 4", 16, func(w *scenario.Workload) { w.WQEBatch = 4 }, nil},
 		{"#15 with 8 QPs", 15, func(w *scenario.Workload) { w.NumQPs = 8 }, nil},
 		{"#18 one direction", 18, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
+		{"#18 with batch 8", 18, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
+		{"#17 with batch 32", 17, func(w *scenario.Workload) { w.WQEBatch = 32 }, nil},
 		// #14 at MTU 1024 reaches line rate on H (Collie A.2); the model pauses there for #18's reason (the
 		// shared packet processor), so MTU 2048 stands for the smaller MTU.
 		{"#14 with MTU 2048", 14, func(w *scenario.Workload) { w.MTU = 2048 }, nil},
 		{"#14 with 3 SGEs", 14, func(w *scenario.Workload) { w.SGE = 3 }, nil},
 		{"#14 one direction", 14, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#14 with 512 QPs", 14, func(w *scenario.Workload) { w.NumQPs = 512 }, nil},
+		{"#14 with one SGE and 4096 QPs", 14, func(w *scenario.Workload) { w.SGE, w.NumQPs = 1, 4096 }, nil},
 	}
 	for _, c := range cases {
 		tr := trig(c.id)
@@ -155,6 +159,20 @@ func TestLoopbackYields(t *testing.T) {
 	s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 0 }))
 	if !s.isPause() {
 		t.Errorf("p2100g without loopback-xoff-bytes: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestLoopbackXoffNarrow: p2100g's loopback crosses only while its RX buffer holds less than 4 KB; UD loopback of
+// many QPs (each message reloads its QP's receive WQEs) then stays clean, while with 16 KB the loopback frames
+// admitted hold the processor and the receive-WQE fetcher long enough for the wire's frames to reach XOFF.
+func TestLoopbackXoffNarrow(t *testing.T) {
+	w := wl("ud", "send", 4905, 4096, 6, 3, 27, 5, 76*kb, []int{960, 480, 64}, DirLoopback, MemLocal)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: UD loopback of 4905 QPs: pause %.4f, %.1f Gb/s %.1f Mpps: want no anomaly", s.pause, s.gbps, s.mpps)
+	}
+	s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 16 * kb }))
+	if !s.isPause() {
+		t.Errorf("p2100g with loopback-xoff-bytes 16 KB: pause %.4f, want > 0.001", s.pause)
 	}
 }
 

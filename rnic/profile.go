@@ -621,6 +621,9 @@ type MicroTx struct {
 	// LoopbackXoffBytes: loopback frames wait while the receive buffer holds this much, so traffic from the
 	// wire keeps the receive path (0: they wait only at the port's XOFF, competing with the wire).
 	LoopbackXoffBytes int `yaml:"loopback-xoff-bytes"`
+	// RCDoorbellBurst: the transmit scheduler serves an RC QP for the WQEs one doorbell announced (its batch, up
+	// to one WQE read of 16), back to back, before the next QP's turn (false: one WQE per QP in turn).
+	RCDoorbellBurst bool `yaml:"rc-doorbell-burst"`
 	// AckEveryPackets: the RC responder acknowledges every N packets and every message's last packet.
 	AckEveryPackets int `yaml:"ack-every-packets"`
 	// StagingBytes is the on-chip packet staging memory of a NIC that interleaves its connections packet by
@@ -632,6 +635,10 @@ type MicroTx struct {
 	// burst: one QP-context lookup for all of them, their translations looked up together (the misses read in
 	// parallel), then each WQE parsed; 0: one WQE per unit, each with its own lookups one after another.
 	BurstWQEs int `yaml:"burst-wqes"`
+	// StagingMinSGE > 0: only packets gathered from at least this many SGEs are staged; the engine assembles
+	// packets of fewer SGEs on the fly from their reads, so their connections hold no transmit staging and read
+	// nothing again (0: every connection stages).
+	StagingMinSGE int `yaml:"staging-min-sge"`
 }
 
 // MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
@@ -680,10 +687,18 @@ type MicroRx struct {
 	// frame, sent or received, costs it RCStateMissNs more to swap its QP's state in (0 entries: not modelled).
 	RCStateEntries int   `yaml:"rc-state-entries"`
 	RCStateMissNs  int64 `yaml:"rc-state-miss-ns"`
+	// RCStateBatch > 0: the swap costs RCStateMissNs only when a QP's state carries a full WQE read-ahead, i.e.
+	// when its doorbells announce at least this many WQEs at once (one WQE read takes up to 16); with smaller
+	// batches only the PSN state moves and the swap is hidden (0: every batch).
+	RCStateBatch int `yaml:"rc-state-batch"`
 	// ReadRespPerPacketQPC: every READ response packet needs its QP's context (read state), not only a
 	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
 	// interleaves its QPs packet by packet) each such packet misses.
 	ReadRespPerPacketQPC bool `yaml:"read-resp-per-packet-qpc"`
+	// ReadRespQPCBatch: with read-resp-per-packet-qpc, only when a doorbell announces at least this many READs
+	// (its batch, up to one WQE read of 16): the QP's read state for that many READs in flight together
+	// outgrows what the first packet's context fetch brings in (0: every batch).
+	ReadRespQPCBatch int `yaml:"read-resp-qpc-batch"`
 	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has frames waiting for one (within
 	// prefetch-max), so a QP's backlog waits for one PCIe read, not one per message.
 	MissFetchParked bool `yaml:"miss-fetch-parked"`
@@ -771,6 +786,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
 		{"tx.staging-bytes", int64(m.Tx.StagingBytes)}, {"tx.burst-wqes", int64(m.Tx.BurstWQEs)},
+		{"tx.staging-min-sge", int64(m.Tx.StagingMinSGE)},
 		{"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
 		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
@@ -781,6 +797,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
+		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)}, {"rx.read-resp-qpc-batch", int64(m.Rx.ReadRespQPCBatch)},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},
