@@ -1640,8 +1640,15 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 		}
 		r.Hosts[i] = h.st
 	}
-	// Mean wire size of a data frame of the workload.
-	var bytes, pkts float64
+	// The workload's data frames, one pass over its message sizes: their wire bytes, and the time a NIC at its
+	// limits needs for them, each frame taking its wire time or the packet-rate gap, whichever is longer. A mix
+	// of small frames (held to the packet rate) and large ones (held to the wire) reaches neither the line rate
+	// nor the packet rate, so both limits are what the mix can reach: a limit no NIC could reach would make
+	// every such workload look slow.
+	maxMpps := min(s.hosts[0].m.MaxMpps, s.hosts[1].m.MaxMpps)
+	gapNs := 1e3 / maxMpps
+	var bytes, pkts, extraNs float64
+	wireBound := false
 	for _, sz := range s.w.MsgSizes {
 		if s.w.QPType == "ud" {
 			sz = min(sz, s.w.MTU)
@@ -1649,9 +1656,20 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 		n := roce.PacketsPerMessage(sz, s.w.MTU)
 		bytes += float64(sz + n*mHdrBytes)
 		pkts += float64(n)
+		for i := 0; i < n; i++ {
+			wireNs := float64(min(s.w.MTU, sz-i*s.w.MTU)+mHdrBytes) * 8 / gbps
+			extraNs += max(0, gapNs-wireNs)
+			wireBound = wireBound || wireNs > gapNs
+		}
 	}
 	lineMpps := gbps * 1e3 / 8 / (bytes / pkts)
-	r.LimitMpps = min(lineMpps, min(s.hosts[0].m.MaxMpps, s.hosts[1].m.MaxMpps))
+	r.LimitMpps = min(lineMpps, maxMpps)
+	if wireNs := bytes * 8 / gbps; extraNs > 0 && wireBound {
+		// Some frames are held to the packet rate and some to the wire (a uniform size is one or the other, and
+		// keeps the limits above exactly).
+		r.LimitGbps = bytes * 8 / (wireNs + extraNs)
+		r.LimitMpps = pkts * 1e3 / (wireNs + extraNs)
+	}
 	for _, h := range s.hosts {
 		if q := h.m.MaxMppsPerQP; q > 0 {
 			r.LimitMpps = min(r.LimitMpps, q*float64(s.w.NumQPs))

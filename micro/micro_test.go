@@ -1,6 +1,7 @@
 package micro
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -408,5 +409,39 @@ func TestPrefetchDropBusy(t *testing.T) {
 	}
 	if on.gbps < 1.3*off.gbps {
 		t.Errorf("goodput %.1f Gb/s with prefetch-drop-busy against %.1f Gb/s queued: want at least 1.3 times as much", on.gbps, off.gbps)
+	}
+}
+
+// TestLimitsOfAMix: with frames held to the packet rate (small) and frames held to the wire (large) in one
+// workload, neither the line rate nor the packet rate can be reached, so both limits are what the mix reaches
+// (frame by frame, the longer of wire time and packet gap); a uniform size keeps the line and packet rates.
+func TestLimitsOfAMix(t *testing.T) {
+	p, err := rnic.LoadProfile("p2100g") // 100 Gb/s, 15 Mpps: a 64-byte frame is held to the packet rate
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := func(sizes []int) (float64, float64) {
+		w := wl("rc", "write", 4, 1024, 1, 1, 64, 1, 64*kb, sizes, DirUni, MemLocal)
+		r, err := RunWorkload(WorkloadConfig{Seed: 1, Profiles: [2]*rnic.Profile{p, p}, Workload: w, MeasureNs: 20_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.LimitGbps, r.LimitMpps
+	}
+	if g, m := limits([]int{64}); g != 100 || m != 15 {
+		t.Errorf("64-byte messages: limits %v Gb/s %v Mpps, want the line rate and the packet rate (100, 15)", g, m)
+	}
+	if g, m := limits([]int{2048}); g != 100 || m >= 15 {
+		t.Errorf("2 KB messages: limits %v Gb/s %v Mpps, want the line rate and the frames it carries", g, m)
+	}
+	// Three 64-byte frames (the 66.7 ns packet gap each) and two 1 KB frames (88.5 ns of wire each):
+	// 2,650 wire bytes in 377 ns.
+	g, m := limits([]int{64, 64, 64, 2048})
+	wantNs := 3*1e3/15 + 2*float64(1024+mHdrBytes)*8/100
+	if math.Abs(m-5*1e3/wantNs) > 1e-9 || math.Abs(g-float64(3*(64+mHdrBytes)+2*(1024+mHdrBytes))*8/wantNs) > 1e-9 {
+		t.Errorf("mix: limits %v Gb/s %v Mpps, want %v and %v", g, m, float64(3*(64+mHdrBytes)+2*(1024+mHdrBytes))*8/wantNs, 5*1e3/wantNs)
+	}
+	if g >= 100 || m >= 15 {
+		t.Errorf("mix: limits %v Gb/s %v Mpps: want both below the line and packet rates", g, m)
 	}
 }
