@@ -135,6 +135,18 @@ const (
 	AnomalyLowFraction = 0.2
 )
 
+// Judged is what lumina run of a workload and the trigger tests judge: the worse pause ratio of the two NICs and
+// the busier host's goodput (the larger of its transmitted and received, bits/s and packets/s apart).
+func (r *WorkloadResult) Judged() (pause, gbps, mpps float64) {
+	for i := range r.Hosts {
+		h := &r.Hosts[i]
+		pause = max(pause, r.PauseRatio(i))
+		gbps = max(gbps, r.Gbps(h.GoodTxBytes), r.Gbps(h.GoodRxBytes))
+		mpps = max(mpps, r.Mpps(h.GoodTxPackets), r.Mpps(h.GoodRxPackets))
+	}
+	return pause, gbps, mpps
+}
+
 // Thresholds are an anomaly monitor's: a pause duration ratio above Pause, or throughput more than Low (a
 // fraction) below both limits without pause. DefaultThresholds are Collie's.
 type Thresholds struct{ Pause, Low float64 }

@@ -80,12 +80,7 @@ type summary struct {
 
 func summarize(r *WorkloadResult) summary {
 	s := summary{limG: r.LimitGbps, limP: r.LimitMpps}
-	for i := range r.Hosts {
-		h := &r.Hosts[i]
-		s.pause = max(s.pause, r.PauseRatio(i))
-		s.gbps = max(s.gbps, r.Gbps(h.GoodTxBytes), r.Gbps(h.GoodRxBytes))
-		s.mpps = max(s.mpps, r.Mpps(h.GoodTxPackets), r.Mpps(h.GoodRxPackets))
-	}
+	s.pause, s.gbps, s.mpps = r.Judged()
 	return s
 }
 

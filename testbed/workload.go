@@ -81,10 +81,8 @@ func workloadAnalysis(sc *scenario.Scenario, r *micro.WorkloadResult) *resultsdi
 			TxMpps: r.Mpps(h.GoodTxPackets), RxMpps: r.Mpps(h.GoodRxPackets),
 			Counters: counterMap(h.Counters(r.WindowNs))}
 		wa.Hosts = append(wa.Hosts, wh)
-		wa.PauseRatio = max(wa.PauseRatio, wh.PauseRatio)
-		wa.GoodputGbps = max(wa.GoodputGbps, wh.TxGbps, wh.RxGbps)
-		wa.GoodputMpps = max(wa.GoodputMpps, wh.TxMpps, wh.RxMpps)
 	}
+	wa.PauseRatio, wa.GoodputGbps, wa.GoodputMpps = r.Judged()
 	if wa.LimitGbps > 0 && wa.LimitMpps > 0 {
 		wa.LimitShare = max(wa.GoodputGbps/wa.LimitGbps, wa.GoodputMpps/wa.LimitMpps)
 	}

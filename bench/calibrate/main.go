@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -329,15 +328,7 @@ func summarize(p *rnic.Profile, w scenario.Workload) (summary, error) {
 	if err != nil {
 		return summary{}, err
 	}
-	if r == nil {
-		return summary{}, errors.New("no result")
-	}
 	s := summary{limG: r.LimitGbps, limP: r.LimitMpps}
-	for i := range r.Hosts {
-		h := &r.Hosts[i]
-		s.pause = max(s.pause, r.PauseRatio(i))
-		s.gbps = max(s.gbps, r.Gbps(h.GoodTxBytes), r.Gbps(h.GoodRxBytes))
-		s.mpps = max(s.mpps, r.Mpps(h.GoodTxPackets), r.Mpps(h.GoodRxPackets))
-	}
+	s.pause, s.gbps, s.mpps = r.Judged()
 	return s, nil
 }
