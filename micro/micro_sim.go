@@ -1647,7 +1647,7 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 	// every such workload look slow.
 	maxMpps := min(s.hosts[0].m.MaxMpps, s.hosts[1].m.MaxMpps)
 	gapNs := 1e3 / maxMpps
-	var bytes, pkts, extraNs float64
+	var bytes, pkts, extraNs, ctrlNs float64
 	wireBound := false
 	for _, sz := range s.w.MsgSizes {
 		if s.w.QPType == "ud" {
@@ -1661,14 +1661,19 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 			extraNs += max(0, gapNs-wireNs)
 			wireBound = wireBound || wireNs > gapNs
 		}
+		if k, wire := s.reverseCtrl(n); k > 0 {
+			ctrlNs += float64(k) * max(float64(wire)*8/gbps, gapNs)
+		}
 	}
 	lineMpps := gbps * 1e3 / 8 / (bytes / pkts)
 	r.LimitMpps = min(lineMpps, maxMpps)
-	if wireNs := bytes * 8 / gbps; extraNs > 0 && wireBound {
-		// Some frames are held to the packet rate and some to the wire (a uniform size is one or the other, and
-		// keeps the limits above exactly).
-		r.LimitGbps = bytes * 8 / (wireNs + extraNs)
-		r.LimitMpps = pkts * 1e3 / (wireNs + extraNs)
+	if wireNs := bytes * 8 / gbps; ctrlNs > 0 || (extraNs > 0 && wireBound) {
+		// Some frames are held to the packet rate and some to the wire, or the wire also carries the other
+		// direction's ACKs or READ requests (a uniform size one way is one or the other, and keeps the limits
+		// above exactly).
+		t := wireNs + extraNs + ctrlNs
+		r.LimitGbps = bytes * 8 / t
+		r.LimitMpps = pkts * 1e3 / t
 	}
 	for _, h := range s.hosts {
 		if q := h.m.MaxMppsPerQP; q > 0 {
@@ -1683,6 +1688,24 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 	r.WindowGbps = inflight * bytes / float64(len(s.w.MsgSizes)) * 8 / r.WindowRTTNs
 	r.WindowMpps = inflight * pkts / float64(len(s.w.MsgSizes)) * 1e3 / r.WindowRTTNs
 	return r
+}
+
+// reverseCtrl is what a message of n data frames puts on the wire that carries the data of the other
+// direction, when both directions carry data (bidirectional RC): its ACKs (one every ack-every-packets frames
+// and one at the message's end, as place sends them when nothing of the QP is queued behind) or its READ
+// request. Goodput counts data frames only, so a bidirectional workload's limits leave the wire time of these.
+func (s *msim) reverseCtrl(n int) (frames, wire int) {
+	if s.w.Direction != DirBi || s.w.QPType != "rc" {
+		return 0, 0
+	}
+	if s.w.Opcode == "read" {
+		return 1, mHdrBytes + mRETHBytes
+	}
+	every := min(s.hosts[0].m.Tx.AckEveryPackets, s.hosts[1].m.Tx.AckEveryPackets)
+	if every < 1 {
+		return 1, mHdrBytes + mAETHBytes
+	}
+	return (n + every - 1) / every, mHdrBytes + mAETHBytes
 }
 
 // unloadedRTTNs is the time from posting a message of msgWire bytes on the wire to its completion with nothing

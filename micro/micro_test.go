@@ -445,3 +445,47 @@ func TestLimitsOfAMix(t *testing.T) {
 		t.Errorf("mix: limits %v Gb/s %v Mpps: want both below the line and packet rates", g, m)
 	}
 }
+
+// TestLimitsLeaveReverseControlFrames: in bidirectional RC each direction's wire also carries the ACKs (or READ
+// requests) of the other direction's data, which goodput does not count, so the limits leave their wire time;
+// one way, or without ACKs (UC), the limits are the line's.
+func TestLimitsLeaveReverseControlFrames(t *testing.T) {
+	p, err := rnic.LoadProfile("cx6vpi-200g") // 200 Gb/s, 215 Mpps: 512-byte frames are held to the wire
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := func(qp, op, dir string, sizes []int) (float64, float64) {
+		w := wl(qp, op, 8, 4096, 8, 1, 128, 1, 64*kb, sizes, dir, MemLocal)
+		r, err := RunWorkload(WorkloadConfig{Seed: 1, Profiles: [2]*rnic.Profile{p, p}, Workload: w, MeasureNs: 20_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.LimitGbps, r.LimitMpps
+	}
+	data := float64(512 + mHdrBytes)
+	// A control frame takes its wire time or the packet gap (215 Mpps), whichever is longer: at 200 Gb/s an ACK
+	// (86 bytes, 3.4 ns) and a READ request (98 bytes, 3.9 ns) are held to the gap (4.65 ns).
+	ctrl := func(bytes int) float64 { return max(float64(bytes)*8/200, 1e3/215) }
+	if g, _ := limits("rc", "write", DirUni, []int{512}); g != 200 {
+		t.Errorf("RC WRITE one way: %v Gb/s, want the line rate", g)
+	}
+	if g, _ := limits("uc", "write", DirBi, []int{512}); g != 200 {
+		t.Errorf("UC WRITE both ways: %v Gb/s, want the line rate (no ACKs)", g)
+	}
+	// One ACK per single-frame message shares the wire.
+	want := data * 8 / (data*8/200 + ctrl(mHdrBytes+mAETHBytes))
+	if g, m := limits("rc", "write", DirBi, []int{512}); math.Abs(g-want) > 1e-9 || math.Abs(m-want*1e3/8/data) > 1e-9 {
+		t.Errorf("RC WRITE both ways: %v Gb/s %v Mpps, want %v Gb/s %v Mpps", g, m, want, want*1e3/8/data)
+	}
+	// A 64 KB message is 16 frames of 4 KB: two ACKs (every 8 frames), a small share.
+	big := float64(64*kb + 16*mHdrBytes)
+	want = big * 8 / (big*8/200 + 2*ctrl(mHdrBytes+mAETHBytes))
+	if g, _ := limits("rc", "send", DirBi, []int{64 * kb}); math.Abs(g-want) > 1e-9 || g >= 200 || g < 198 {
+		t.Errorf("RC SEND 64 KB both ways: %v Gb/s, want %v", g, want)
+	}
+	// A READ's request travels against its responses, on the wire of the other direction's responses.
+	want = data * 8 / (data*8/200 + ctrl(mHdrBytes+mRETHBytes))
+	if g, _ := limits("rc", "read", DirBi, []int{512}); math.Abs(g-want) > 1e-9 {
+		t.Errorf("RC READ both ways: %v Gb/s, want %v", g, want)
+	}
+}
