@@ -145,6 +145,7 @@ type mhost struct {
 	// PCIe.
 	rdFree, wrFree, pathFree int64
 	lastReadDone             int64
+	lastReadIssue            int64 // when the latest payload read booked leaves the NIC (after its tag wait)
 	tags                     heap64
 	// Caches.
 	qpc, mtt setAssoc
@@ -864,14 +865,23 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 	h.tags.Push(done)
 	// Assumption: only payload reads hold writes back; context and WQE reads are single short TLPs.
 	h.lastReadDone = max(h.lastReadDone, done)
+	h.lastReadIssue = max(h.lastReadIssue, t)
 	return done
 }
 
-// pcieWrite writes n received bytes to memory from time t and returns when the data has left the NIC. With
-// relaxed ordering off the write may not pass read completions issued before it.
-func (s *msim) pcieWrite(h *mhost, t int64, n int) int64 {
+// pcieWrite writes packet p's n received bytes to memory from time t and returns when the data has left the
+// NIC. Writes leave in order (wrFree). With relaxed ordering off the write may not pass read completions
+// issued before it; with pcie.ordered-short-requests, only a message received whole in one packet waits, and
+// only for the payload reads queued before it that still wait for a read tag (the writes after it wait in turn).
+func (s *msim) pcieWrite(h *mhost, t int64, n int, p *mpkt) int64 {
 	m := &h.m.PCIe
-	if !m.RelaxedOrdering {
+	switch {
+	case m.RelaxedOrdering:
+	case m.OrderedShortRequests:
+		if p.npk == 1 {
+			t = max(t, h.lastReadIssue)
+		}
+	default:
 		t = max(t, h.lastReadDone)
 	}
 	start := max(t, h.wrFree)
@@ -1317,7 +1327,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 // place writes a frame's payload to memory; the buffer frees when the data left the NIC.
 func (s *msim) place(h *mhost, pi int32) {
 	p := &s.pkts[pi]
-	end := s.pcieWrite(h, s.now, int(p.payload))
+	end := s.pcieWrite(h, s.now, int(p.payload), p)
 	if s.w.QPType == "rc" && p.kind == mpData {
 		// One ACK every N packets, and at a message's end unless more of the QP's frames are queued (the
 		// next ACK covers it: ACKs are cumulative).

@@ -599,6 +599,13 @@ type MicroPCIe struct {
 	ReadRequestBytes int `yaml:"read-request-bytes"`
 	// RelaxedOrdering off: a DMA write may not pass DMA read completions issued before it.
 	RelaxedOrdering bool `yaml:"relaxed-ordering"`
+	// OrderedShortRequests narrows what relaxed ordering off holds back: the DMA engine keeps its requests in
+	// one order, so the write of a message received whole in one packet (a short request) waits behind the
+	// payload reads queued before it that still wait for a read tag (until earlier reads' completions return
+	// one), and the writes after it wait behind it; longer messages' writes stream past waiting reads (PCIe lets
+	// posted writes pass read requests) but not past an earlier write. false: every write waits for the
+	// completions of the payload reads issued before it.
+	OrderedShortRequests bool `yaml:"ordered-short-requests"`
 	// RxReadQueueBytes > 0: a QP-context read of the receive path waits in one DMA read queue behind the
 	// payload reads the transmit path queued, up to this many bytes of them, and the packet processor waits
 	// with it; 0: context, translation and WQE reads are arbitrated ahead of payload reads.

@@ -37,6 +37,7 @@ var mechanisms = []mechanism{
 		m.Host.GPUCrossSwitchGbps, m.Host.GPUCrossSwitchLatency = 1e5, 0
 	}},
 	{"rx-read-queue", func(m *rnic.MicroArch) { m.PCIe.RxReadQueueBytes = 0 }},
+	{"ordering", func(m *rnic.MicroArch) { m.PCIe.RelaxedOrdering = true }}, // collie-f's PCIe ordering (#9)
 	// p2100g's own: the receive-WQE fetcher's time, RC's extra share of the shared processor, per-packet READ
 	// state, the transmit staging buffer, loopback yielding to the wire.
 	{"wqe-fetcher", func(m *rnic.MicroArch) { m.Rx.FetchWQENs, m.Rx.MissFetchDiv, m.Rx.WholeQPCache = 0, 0, false }},
