@@ -109,6 +109,7 @@ type mconn struct {
 	lastUse                       int64
 	rxQueued                      int             // frames of the connection in the RX queue
 	parked                        des.Ring[int32] // packets waiting for a receive WQE
+	parkedMsgs                    int             // of them, first frames of messages (each needs a WQE)
 	// Packet staging (tx.staging-bytes): the connection holds staging while it has data to send.
 	txDone  int32 // messages of the current attempt whose last frame left the requester
 	respOut int   // READ requests whose last response frame has not left the responder
@@ -1286,6 +1287,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 		}
 		if needWQE {
 			h.parkedMsgs++
+			c.parkedMsgs++
 		}
 		c.parked.Push(pi)
 		return
@@ -1308,6 +1310,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 			return
 		}
 		h.parkedMsgs++
+		c.parkedMsgs++
 		c.parked.Push(pi)
 		return
 	}
@@ -1579,7 +1582,7 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 			n = min(max(s.w.WQDepth/d, n), h.m.Rx.PrefetchMax)
 		}
 		if h.m.Rx.MissFetchParked {
-			n = min(max(n, c.parked.Len()), h.m.Rx.PrefetchMax)
+			n = min(max(n, c.parkedMsgs), h.m.Rx.PrefetchMax)
 		}
 		s.rqFetch(h, ci, n, true)
 	}
@@ -1597,6 +1600,7 @@ func (s *msim) unpark(h *mhost, ci int32) {
 			c.parked.Pop()
 			if first {
 				h.parkedMsgs--
+				c.parkedMsgs--
 			}
 			s.release(h, pi)
 			continue
@@ -1606,6 +1610,7 @@ func (s *msim) unpark(h *mhost, ci int32) {
 				return
 			}
 			h.parkedMsgs--
+			c.parkedMsgs--
 		}
 		c.parked.Pop()
 		s.place(h, pi)

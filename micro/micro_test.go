@@ -97,6 +97,9 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#18 one direction", 18, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#18 with batch 8", 18, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
 		{"#17 with batch 32", 17, func(w *scenario.Workload) { w.WQEBatch = 32 }, nil},
+		// A QP reloaded on demand reads the WQEs of its waiting messages, not one per waiting frame
+		// (rx.miss-fetch-parked): 1 KB messages of 4 frames with a 40-deep queue do not thrash the fetcher.
+		{"#17 with MTU 256, batch 2 and a 40-deep queue", 17, func(w *scenario.Workload) { w.MTU, w.WQEBatch, w.WQDepth = 256, 2, 40 }, nil},
 		// #14 at MTU 1024 reaches line rate on H (Collie A.2); the model pauses there for #18's reason (the
 		// shared packet processor), so MTU 2048 stands for the smaller MTU.
 		{"#14 with MTU 2048", 14, func(w *scenario.Workload) { w.MTU = 2048 }, nil},

@@ -699,8 +699,9 @@ type MicroRx struct {
 	// (its batch, up to one WQE read of 16): the QP's read state for that many READs in flight together
 	// outgrows what the first packet's context fetch brings in (0: every batch).
 	ReadRespQPCBatch int `yaml:"read-resp-qpc-batch"`
-	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has frames waiting for one (within
-	// prefetch-max), so a QP's backlog waits for one PCIe read, not one per message.
+	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has messages waiting for one (the
+	// first frames parked; a message's later frames need none), within prefetch-max, so a QP's backlog waits
+	// for one PCIe read, not one per message.
 	MissFetchParked bool `yaml:"miss-fetch-parked"`
 	// FetchWQENs > 0: the receive-WQE fetcher spends this long on every WQE it reads (prefetch or demand), one
 	// WQE after another, besides the PCIe read.
