@@ -1227,9 +1227,13 @@ func (s *msim) rxReadQueued(h *mhost, p *mpkt) bool {
 // rcStateNs is the shared processor's extra time for an RC data frame, sent or received, on a NIC with more
 // QPs than it keeps RC transport state for (rx.rc-state-entries): their frames interleave (transmit, receive
 // and acknowledgements of different QPs), so each one swaps its QP's state in; with rx.rc-state-batch, only when
-// the QP's doorbells announce a full WQE read-ahead, which then moves with its state.
+// the QP's doorbells announce a full WQE read-ahead, which then moves with its state. With rx.rc-state-read-resp
+// a transmitted READ response frame swaps too (startRx does not call this for received responses).
 func (s *msim) rcStateNs(h *mhost, p *mpkt) int64 {
-	if n := h.m.Rx.RCStateEntries; n <= 0 || h.qps <= n || p.kind != mpData {
+	if n := h.m.Rx.RCStateEntries; n <= 0 || h.qps <= n {
+		return 0
+	}
+	if p.kind != mpData && (p.kind != mpReadResp || !h.m.Rx.RCStateReadResp) {
 		return 0
 	}
 	if b := h.m.Rx.RCStateBatch; b > 0 && min(s.w.WQEBatch, wqeFetchMax) < b {

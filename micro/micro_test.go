@@ -96,6 +96,9 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#15 with 8 QPs", 15, func(w *scenario.Workload) { w.NumQPs = 8 }, nil},
 		{"#18 one direction", 18, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#18 with batch 8", 18, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
+		// #18 as RC READ (rx.rc-state-read-resp): one way, or with a small batch, the responses fit the processor.
+		{"#18 as RC READ one direction", 18, func(w *scenario.Workload) { w.Opcode, w.Direction = "read", DirUni }, nil},
+		{"#18 as RC READ with batch 8", 18, func(w *scenario.Workload) { w.Opcode, w.WQEBatch = "read", 8 }, nil},
 		{"#17 with batch 32", 17, func(w *scenario.Workload) { w.WQEBatch = 32 }, nil},
 		// A QP reloaded on demand reads the WQEs of its waiting messages, not one per waiting frame
 		// (rx.miss-fetch-parked): 1 KB messages of 4 frames with a 40-deep queue do not thrash the fetcher.
@@ -446,5 +449,19 @@ func TestLimitsOfAMix(t *testing.T) {
 	}
 	if g >= 100 || m >= 15 {
 		t.Errorf("mix: limits %v Gb/s %v Mpps: want both below the line and packet rates", g, m)
+	}
+}
+
+// TestRCStateReadResp: #18's table row says RC, not only WRITE: bidirectional RC READ of #18's trigger shape
+// pauses on p2100g because each READ response it transmits swaps its QP's RC state in (rx.rc-state-read-resp);
+// without that it runs clean.
+func TestRCStateReadResp(t *testing.T) {
+	w := wl("rc", "read", 16, 1024, 32, 1, 64, 1, 12*kb, []int{64 * kb}, DirBi, MemLocal)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); !s.isPause() {
+		t.Errorf("p2100g: bidirectional RC READ, 16 QPs each way, batch 32, MTU 1K: pause %.4f, want > 0.001", s.pause)
+	}
+	s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.RCStateReadResp = false }))
+	if s.isPause() || s.isLow() {
+		t.Errorf("p2100g without rc-state-read-resp: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
 	}
 }

@@ -703,6 +703,9 @@ type MicroRx struct {
 	// first frames parked; a message's later frames need none), within prefetch-max, so a QP's backlog waits
 	// for one PCIe read, not one per message.
 	MissFetchParked bool `yaml:"miss-fetch-parked"`
+	// RCStateReadResp: a READ response frame the responder transmits swaps its QP's RC state in too
+	// (rc-state-entries), as WRITE/SEND data frames do (false: only WRITE/SEND data).
+	RCStateReadResp bool `yaml:"rc-state-read-resp"`
 	// FetchWQENs > 0: the receive-WQE fetcher spends this long on every WQE it reads (prefetch or demand), one
 	// WQE after another, besides the PCIe read.
 	FetchWQENs int64 `yaml:"fetch-wqe-ns"`
