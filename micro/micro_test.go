@@ -103,6 +103,8 @@ func TestAnomalyMechanisms(t *testing.T) {
 		// A QP reloaded on demand reads the WQEs of its waiting messages, not one per waiting frame
 		// (rx.miss-fetch-parked): 1 KB messages of 4 frames with a 40-deep queue do not thrash the fetcher.
 		{"#17 with MTU 256, batch 2 and a 40-deep queue", 17, func(w *scenario.Workload) { w.MTU, w.WQEBatch, w.WQDepth = 256, 2, 40 }, nil},
+		// Read-aheads of half a WQE read (rx.prefetch-min 8): 8 KB messages at MTU 4096 do not thrash the fetcher.
+		{"#17 with MTU 4096, batch 2 and 8 KB messages", 17, func(w *scenario.Workload) { w.MTU, w.WQEBatch, w.MsgSizes = 4096, 2, []int{8 * kb} }, nil},
 		// #14 at MTU 1024 reaches line rate on H (Collie A.2); the model pauses there for #18's reason (the
 		// shared packet processor), so MTU 2048 stands for the smaller MTU.
 		{"#14 with MTU 2048", 14, func(w *scenario.Workload) { w.MTU = 2048 }, nil},
