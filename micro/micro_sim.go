@@ -975,6 +975,9 @@ func (s *msim) stagingEntries() (tx, rx int64) {
 		// Gathered on the fly: the packets stream from their reads and are never evicted and read again.
 		return 0, int64(min(w.MTU, mean))
 	}
+	if n := s.hosts[0].m.Tx.StagingMinMTU; n > 0 && w.MTU < n {
+		return 0, int64(min(w.MTU, mean)) // small packets are assembled on the fly too
+	}
 	return int64(sge * min(w.MTU, piece)), int64(min(w.MTU, mean))
 }
 

@@ -112,6 +112,8 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#14 one direction", 14, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#14 with 512 QPs", 14, func(w *scenario.Workload) { w.NumQPs = 512 }, nil},
 		{"#14 with one SGE and 4096 QPs", 14, func(w *scenario.Workload) { w.SGE, w.NumQPs = 1, 4096 }, nil},
+		// Only 4 KB packets are staged (tx.staging-min-mtu): at MTU 2048 even 4096 QPs each way reach line rate.
+		{"#14 with MTU 2048 and 4096 QPs", 14, func(w *scenario.Workload) { w.MTU, w.NumQPs = 2048, 4096 }, nil},
 	}
 	for _, c := range cases {
 		tr := trig(c.id)

@@ -639,6 +639,9 @@ type MicroTx struct {
 	// packets of fewer SGEs on the fly from their reads, so their connections hold no transmit staging and read
 	// nothing again (0: every connection stages).
 	StagingMinSGE int `yaml:"staging-min-sge"`
+	// StagingMinMTU > 0: only packets of a path MTU of at least this many bytes are staged; smaller packets are
+	// assembled on the fly like those of few SGEs (0: every MTU stages).
+	StagingMinMTU int `yaml:"staging-min-mtu"`
 }
 
 // MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
@@ -790,7 +793,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
 		{"tx.staging-bytes", int64(m.Tx.StagingBytes)}, {"tx.burst-wqes", int64(m.Tx.BurstWQEs)},
-		{"tx.staging-min-sge", int64(m.Tx.StagingMinSGE)},
+		{"tx.staging-min-sge", int64(m.Tx.StagingMinSGE)}, {"tx.staging-min-mtu", int64(m.Tx.StagingMinMTU)},
 		{"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
 		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},
