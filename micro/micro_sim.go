@@ -489,10 +489,13 @@ func (s *msim) post(ci int32) {
 	h := s.hosts[c.req]
 	b := s.w.WQEBatch
 	rang := false
+	coalesce := h.m.Tx.DoorbellCoalesce
 	for s.w.WQDepth-c.outstanding >= b {
 		c.outstanding += b
 		c.posted += b
-		h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+		if !coalesce || !rang {
+			h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+		}
 		rang = true
 		if !c.fetching {
 			break // the NIC reads what this doorbell announced; later batches wait for the next read
@@ -504,7 +507,11 @@ func (s *msim) post(ci int32) {
 	for s.w.WQDepth-c.outstanding >= b {
 		c.outstanding += b
 		c.posted += b
-		h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+		if !coalesce {
+			// With tx.doorbell-coalesce, the doorbells the application rings back to back for one QP only move
+			// the producer index of the one the engine already holds.
+			h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+		}
 	}
 	s.stageUpdate(ci)
 }

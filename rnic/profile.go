@@ -642,6 +642,10 @@ type MicroTx struct {
 	// StagingMinMTU > 0: only packets of a path MTU of at least this many bytes are staged; smaller packets are
 	// assembled on the fly like those of few SGEs (0: every MTU stages).
 	StagingMinMTU int `yaml:"staging-min-mtu"`
+	// DoorbellCoalesce: the doorbells one QP's application rings back to back (several post lists at once: the
+	// initial fill of its queue, or the room a cumulative ACK frees) cost the doorbell engine one doorbell; the
+	// later ones only move the producer index it holds (false: doorbell-ns each).
+	DoorbellCoalesce bool `yaml:"doorbell-coalesce"`
 }
 
 // MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
