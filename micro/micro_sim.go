@@ -931,10 +931,13 @@ func (s *msim) lookupBurst(h *mhost, t int64, j mjob) int64 {
 }
 
 // lookupMTT translates every page each SGE touches: message i uses MR i mod num_mrs at the next offset in it,
-// so many or large MRs touch more translation entries than the cache holds.
+// so many or large MRs touch more translation entries than the cache holds (none miss with cache.mtt-resident).
 func (s *msim) lookupMTT(h *mhost, t int64, ci, msg int32, size, sge int) int64 {
 	w := s.w
 	mc := &h.m.Cache
+	if mc.MTTResident {
+		return t
+	}
 	mrSize := max(w.MRSize, 1)
 	mr := int(msg) % w.NumMRs
 	off := (int(msg) / w.NumMRs) * size % mrSize

@@ -476,3 +476,21 @@ func TestRCStateReadResp(t *testing.T) {
 		t.Errorf("p2100g without rc-state-read-resp: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
 	}
 }
+
+// TestMTTResident: on p2100g translations never miss (cache.mtt-resident; collie reports no MR-count anomaly on
+// H). One UD QP with a 4-deep queue and 40,000 MRs keeps the rate its window allows (the limits lumina run and
+// the search judge against); with the 2048-entry cache, each message's cold translation miss makes it low.
+func TestMTTResident(t *testing.T) {
+	w := wl("ud", "send", 1, 2048, 4, 3, 4, 40000, 4*kb, []int{160, 160, 64}, DirUni, MemLocal)
+	judge := func(r *WorkloadResult) string {
+		pause, gbps, mpps := r.Judged()
+		g, p := r.Limits()
+		return DefaultThresholds.Classify(pause, gbps, mpps, g, p)
+	}
+	if s := judge(runMicro(t, "p2100g", w, nil)); s != "" {
+		t.Errorf("p2100g: one UD QP, 4-deep queue, 40,000 MRs: %s, want no anomaly", s)
+	}
+	if s := judge(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Cache.MTTResident = false })); s != "low-throughput" {
+		t.Errorf("p2100g without mtt-resident: %q, want low-throughput", s)
+	}
+}

@@ -743,6 +743,9 @@ type MicroCache struct {
 	MTTEntries   int `yaml:"mtt-entries"`
 	MTTPageBytes int `yaml:"mtt-page-bytes"`
 	MTTBytes     int `yaml:"mtt-bytes"`
+	// MTTResident: every memory translation the workload registered is resident on the NIC, so translation
+	// lookups never miss (false: mtt-entries cached, a miss is a PCIe read of mtt-bytes).
+	MTTResident bool `yaml:"mtt-resident"`
 }
 
 // MicroHost is the host topology around the NIC: payload in remote-socket or GPU memory changes DMA latency,
