@@ -109,6 +109,7 @@ type mconn struct {
 	lastUse                       int64
 	rxQueued                      int             // frames of the connection in the RX queue
 	parked                        des.Ring[int32] // packets waiting for a receive WQE
+	parkedMsgs                    int             // of them, first frames of messages (each needs a WQE)
 	// Packet staging (tx.staging-bytes): the connection holds staging while it has data to send.
 	txDone  int32 // messages of the current attempt whose last frame left the requester
 	respOut int   // READ requests whose last response frame has not left the responder
@@ -489,10 +490,13 @@ func (s *msim) post(ci int32) {
 	h := s.hosts[c.req]
 	b := s.w.WQEBatch
 	rang := false
+	coalesce := h.m.Tx.DoorbellCoalesce
 	for s.w.WQDepth-c.outstanding >= b {
 		c.outstanding += b
 		c.posted += b
-		h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+		if !coalesce || !rang {
+			h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+		}
 		rang = true
 		if !c.fetching {
 			break // the NIC reads what this doorbell announced; later batches wait for the next read
@@ -504,7 +508,11 @@ func (s *msim) post(ci int32) {
 	for s.w.WQDepth-c.outstanding >= b {
 		c.outstanding += b
 		c.posted += b
-		h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+		if !coalesce {
+			// With tx.doorbell-coalesce, the doorbells the application rings back to back for one QP only move
+			// the producer index of the one the engine already holds.
+			h.dbFree = max(s.now, h.dbFree) + h.m.Tx.DoorbellNs*psPerNs
+		}
 	}
 	s.stageUpdate(ci)
 }
@@ -933,10 +941,13 @@ func (s *msim) lookupBurst(h *mhost, t int64, j mjob) int64 {
 }
 
 // lookupMTT translates every page each SGE touches: message i uses MR i mod num_mrs at the next offset in it,
-// so many or large MRs touch more translation entries than the cache holds.
+// so many or large MRs touch more translation entries than the cache holds (none miss with cache.mtt-resident).
 func (s *msim) lookupMTT(h *mhost, t int64, ci, msg int32, size, sge int) int64 {
 	w := s.w
 	mc := &h.m.Cache
+	if mc.MTTResident {
+		return t
+	}
 	mrSize := max(w.MRSize, 1)
 	mr := int(msg) % w.NumMRs
 	off := (int(msg) / w.NumMRs) * size % mrSize
@@ -983,6 +994,9 @@ func (s *msim) stagingEntries() (tx, rx int64) {
 	if n := s.hosts[0].m.Tx.StagingMinSGE; n > 0 && sge < n {
 		// Gathered on the fly: the packets stream from their reads and are never evicted and read again.
 		return 0, int64(min(w.MTU, mean))
+	}
+	if n := s.hosts[0].m.Tx.StagingMinMTU; n > 0 && w.MTU < n {
+		return 0, int64(min(w.MTU, mean)) // small packets are assembled on the fly too
 	}
 	return int64(sge * min(w.MTU, piece)), int64(min(w.MTU, mean))
 }
@@ -1236,9 +1250,13 @@ func (s *msim) rxReadQueued(h *mhost, p *mpkt) bool {
 // rcStateNs is the shared processor's extra time for an RC data frame, sent or received, on a NIC with more
 // QPs than it keeps RC transport state for (rx.rc-state-entries): their frames interleave (transmit, receive
 // and acknowledgements of different QPs), so each one swaps its QP's state in; with rx.rc-state-batch, only when
-// the QP's doorbells announce a full WQE read-ahead, which then moves with its state.
+// the QP's doorbells announce a full WQE read-ahead, which then moves with its state. With rx.rc-state-read-resp
+// a transmitted READ response frame swaps too (startRx does not call this for received responses).
 func (s *msim) rcStateNs(h *mhost, p *mpkt) int64 {
-	if n := h.m.Rx.RCStateEntries; n <= 0 || h.qps <= n || p.kind != mpData {
+	if n := h.m.Rx.RCStateEntries; n <= 0 || h.qps <= n {
+		return 0
+	}
+	if p.kind != mpData && (p.kind != mpReadResp || !h.m.Rx.RCStateReadResp) {
 		return 0
 	}
 	if b := h.m.Rx.RCStateBatch; b > 0 && min(s.w.WQEBatch, wqeFetchMax) < b {
@@ -1296,6 +1314,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 		}
 		if needWQE {
 			h.parkedMsgs++
+			c.parkedMsgs++
 		}
 		c.parked.Push(pi)
 		return
@@ -1318,6 +1337,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 			return
 		}
 		h.parkedMsgs++
+		c.parkedMsgs++
 		c.parked.Push(pi)
 		return
 	}
@@ -1589,7 +1609,7 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 			n = min(max(s.w.WQDepth/d, n), h.m.Rx.PrefetchMax)
 		}
 		if h.m.Rx.MissFetchParked {
-			n = min(max(n, c.parked.Len()), h.m.Rx.PrefetchMax)
+			n = min(max(n, c.parkedMsgs), h.m.Rx.PrefetchMax)
 		}
 		s.rqFetch(h, ci, n, true)
 	}
@@ -1607,6 +1627,7 @@ func (s *msim) unpark(h *mhost, ci int32) {
 			c.parked.Pop()
 			if first {
 				h.parkedMsgs--
+				c.parkedMsgs--
 			}
 			s.release(h, pi)
 			continue
@@ -1616,6 +1637,7 @@ func (s *msim) unpark(h *mhost, ci int32) {
 				return
 			}
 			h.parkedMsgs--
+			c.parkedMsgs--
 		}
 		c.parked.Pop()
 		s.place(h, pi)

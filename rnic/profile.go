@@ -646,6 +646,13 @@ type MicroTx struct {
 	// packets of fewer SGEs on the fly from their reads, so their connections hold no transmit staging and read
 	// nothing again (0: every connection stages).
 	StagingMinSGE int `yaml:"staging-min-sge"`
+	// StagingMinMTU > 0: only packets of a path MTU of at least this many bytes are staged; smaller packets are
+	// assembled on the fly like those of few SGEs (0: every MTU stages).
+	StagingMinMTU int `yaml:"staging-min-mtu"`
+	// DoorbellCoalesce: the doorbells one QP's application rings back to back (several post lists at once: the
+	// initial fill of its queue, or the room a cumulative ACK frees) cost the doorbell engine one doorbell; the
+	// later ones only move the producer index it holds (false: doorbell-ns each).
+	DoorbellCoalesce bool `yaml:"doorbell-coalesce"`
 }
 
 // MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
@@ -706,9 +713,13 @@ type MicroRx struct {
 	// (its batch, up to one WQE read of 16): the QP's read state for that many READs in flight together
 	// outgrows what the first packet's context fetch brings in (0: every batch).
 	ReadRespQPCBatch int `yaml:"read-resp-qpc-batch"`
-	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has frames waiting for one (within
-	// prefetch-max), so a QP's backlog waits for one PCIe read, not one per message.
+	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has messages waiting for one (the
+	// first frames parked; a message's later frames need none), within prefetch-max, so a QP's backlog waits
+	// for one PCIe read, not one per message.
 	MissFetchParked bool `yaml:"miss-fetch-parked"`
+	// RCStateReadResp: a READ response frame the responder transmits swaps its QP's RC state in too
+	// (rc-state-entries), as WRITE/SEND data frames do (false: only WRITE/SEND data).
+	RCStateReadResp bool `yaml:"rc-state-read-resp"`
 	// FetchWQENs > 0: the receive-WQE fetcher spends this long on every WQE it reads (prefetch or demand), one
 	// WQE after another, besides the PCIe read.
 	FetchWQENs int64 `yaml:"fetch-wqe-ns"`
@@ -739,6 +750,9 @@ type MicroCache struct {
 	MTTEntries   int `yaml:"mtt-entries"`
 	MTTPageBytes int `yaml:"mtt-page-bytes"`
 	MTTBytes     int `yaml:"mtt-bytes"`
+	// MTTResident: every memory translation the workload registered is resident on the NIC, so translation
+	// lookups never miss (false: mtt-entries cached, a miss is a PCIe read of mtt-bytes).
+	MTTResident bool `yaml:"mtt-resident"`
 }
 
 // MicroHost is the host topology around the NIC: payload in remote-socket or GPU memory changes DMA latency,
@@ -793,7 +807,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
 		{"tx.staging-bytes", int64(m.Tx.StagingBytes)}, {"tx.burst-wqes", int64(m.Tx.BurstWQEs)},
-		{"tx.staging-min-sge", int64(m.Tx.StagingMinSGE)},
+		{"tx.staging-min-sge", int64(m.Tx.StagingMinSGE)}, {"tx.staging-min-mtu", int64(m.Tx.StagingMinMTU)},
 		{"tx.wqe-ns", m.Tx.WQENs}, {"tx.sge-ns", m.Tx.SGENs},
 		{"tx.pkt-ns", m.Tx.PktNs}, {"rx.xon-bytes", int64(m.Rx.XonBytes)}, {"rx.write-ns", m.Rx.WriteNs},
 		{"rx.send-ns", m.Rx.SendNs}, {"rx.ud-ns", m.Rx.UDNs}, {"rx.read-req-ns", m.Rx.ReadReqNs},

@@ -64,4 +64,31 @@ func TestMicroSection(t *testing.T) {
 			t.Errorf("%s: error %v, want a ProfileError at line %d", c.to, err, c.line)
 		}
 	}
+	// Fields only p2100g sets.
+	h, err := profileFS.ReadFile("profiles/p2100g.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"staging-min-mtu"} {
+		lines := strings.Split(string(h), "\n")
+		at := 0
+		for i, l := range lines {
+			if strings.HasPrefix(strings.TrimSpace(l), key+":") {
+				at = i
+				lines[i] = strings.SplitN(l, ":", 2)[0] + ": -1"
+				break
+			}
+		}
+		if at == 0 {
+			t.Fatalf("no %s in p2100g.yaml", key)
+		}
+		_, err := ParseProfile("x.yaml", []byte(strings.Join(lines, "\n")))
+		if err == nil || !strings.Contains(err.Error(), key+": -1: want >= 0") {
+			t.Errorf("%s: -1: error %v, want it to name the key", key, err)
+			continue
+		}
+		if pe, ok := err.(*ProfileError); !ok || pe.Line != at+1 {
+			t.Errorf("%s: -1: error %v, want a ProfileError at line %d", key, err, at+1)
+		}
+	}
 }
