@@ -1605,6 +1605,9 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 	}
 	if c.rqFetching == 0 {
 		n := h.m.Rx.MissFetch
+		if k := h.m.Rx.ColdMissFetch; k > 0 && c.parked.Len() == 0 {
+			n = k // nothing of the QP waits behind this miss: read what this message needs
+		}
 		if d := h.m.Rx.MissFetchDiv; d > 0 {
 			n = min(max(s.w.WQDepth/d, n), h.m.Rx.PrefetchMax)
 		}

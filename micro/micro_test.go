@@ -74,9 +74,13 @@ func TestAnomalyMechanisms(t *testing.T) {
 		mod  func(*rnic.Profile)
 	}{
 		{"#1 with batch 8", 1, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
+		// A batch of 32 is read ahead whole (rx.prefetch-max 64); at 32 the QP ran dry between doorbells and paused.
+		{"#1 with batch 32", 1, func(w *scenario.Workload) { w.WQEBatch = 32 }, nil},
 		{"#5 with batch 8", 5, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
 		{"#2 with a 64-deep queue", 2, func(w *scenario.Workload) { w.WQDepth = 64 }, nil},
 		{"#6 with a 64-deep queue", 6, func(w *scenario.Workload) { w.WQDepth = 64 }, nil},
+		// Many QPs with short queues read their WQEs on demand, one per cold miss (rx.cold-miss-fetch).
+		{"#6 with 512 QPs and a 16-deep queue", 6, func(w *scenario.Workload) { w.NumQPs, w.WQDepth = 512, 16 }, nil},
 		{"#3 with MTU 4096", 3, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
 		{"#7 with 64 QPs", 7, func(w *scenario.Workload) { w.NumQPs = 64 }, nil},
 		{"#8 with one MR", 8, func(w *scenario.Workload) { w.NumMRs = 1 }, nil},
@@ -145,8 +149,10 @@ func TestAnomalyMechanisms(t *testing.T) {
 		edit   func(*scenario.Workload)
 		get    func(*MicroStats) uint64
 	}{
-		// With batch 8 misses still happen, but the prefetch hides them; with batch 64 there are more.
-		{1, "receive-WQE cache misses", 1, func(w *scenario.Workload) { w.WQEBatch = 8 }, func(m *MicroStats) uint64 { return m.RxWQECacheMiss }},
+		// With batch 64 the QP waits behind its 64-WQE read-ahead, parsed one WQE after another: its messages fill
+		// the miss-slots (2 KB each, past XOFF) and the rest are dropped; with batch 8 misses still happen, but the
+		// prefetch hides them.
+		{1, "UD messages dropped for want of a receive WQE", 4, func(w *scenario.Workload) { w.WQEBatch = 8 }, func(m *MicroStats) uint64 { return m.RxOutOfBuffer }},
 		{2, "UD messages dropped for want of a receive WQE", 4, func(w *scenario.Workload) { w.WQDepth = 64 }, func(m *MicroStats) uint64 { return m.RxOutOfBuffer }},
 		{6, "RC go-back-N restarts", 3, func(w *scenario.Workload) { w.WQDepth = 64 }, func(m *MicroStats) uint64 { return m.NAKs }},
 		{7, "QP-context misses", 4, func(w *scenario.Workload) { w.NumQPs = 64 }, func(m *MicroStats) uint64 { return m.QPCCacheMiss }},
@@ -360,8 +366,11 @@ func TestGPUCrossSwitchFullDuplex(t *testing.T) {
 func TestDemandFetchSlots(t *testing.T) {
 	w := wl("uc", "send", 38, 512, 1, 1, 66, 23, 208*kb, []int{864}, DirBi, MemLocal)
 	// Shared slots as they were before prefetch-drop-busy: the doorbells' prefetches wait in line for them.
+	// The cache, read-ahead and cold misses as they were then too (80 entries, 32 per QP, 4 WQEs per miss): with
+	// 256 entries or one-WQE cold misses the shared slots keep up with this workload as well.
 	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
-		p.Micro.Rx.DemandFetchSlots, p.Micro.Rx.PrefetchDropBusy = 0, false
+		p.Micro.Rx.DemandFetchSlots, p.Micro.Rx.PrefetchDropBusy, p.Micro.Rx.ColdMissFetch = 0, false, 0
+		p.Micro.Rx.WQECacheSize, p.Micro.Rx.PrefetchMax = 80, 32
 	}))
 	own := summarize(runMicro(t, "cx6vpi-200g", w, nil))
 	t.Logf("shared slots: pause %.4f %.1f Gb/s %.1f Mpps; own slots: pause %.4f %.1f Gb/s %.1f Mpps",
@@ -371,6 +380,29 @@ func TestDemandFetchSlots(t *testing.T) {
 	}
 	if own.isPause() || own.isLow() {
 		t.Errorf("demand reads on slots of their own: %.1f Gb/s, pause %.4f: want no anomaly", own.gbps, own.pause)
+	}
+}
+
+// TestColdMissFetch: SEND receivers of hundreds of QPs with short queues miss the receive-WQE cache on most
+// messages, nothing of the QP waiting behind the miss. Reading miss-fetch (4) WQEs on every such miss kept the
+// fetcher parsing WQEs evicted unused: UC SEND of 440 QPs fell low and RC SEND of 511 QPs with large messages
+// paused (collie reports no receive-WQE anomaly with queues under 1024). With cx6vpi-200g's cold-miss-fetch 1
+// both stay clean.
+func TestColdMissFetch(t *testing.T) {
+	for _, w := range []scenario.Workload{
+		wl("uc", "send", 440, 512, 7, 4, 8, 1, 64*kb, []int{832}, DirUni, MemLocal),
+		wl("rc", "send", 511, 2048, 11, 4, 686, 1, 64*kb, []int{46880, 7584, 128, 1920}, DirUni, MemLocal),
+	} {
+		on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.ColdMissFetch = 0 }))
+		t.Logf("%s %s %d QPs: cold-miss-fetch 1: pause %.4f %.1f Gb/s; 0: pause %.4f %.1f Gb/s", w.QPType, w.Opcode,
+			w.NumQPs, on.pause, on.gbps, off.pause, off.gbps)
+		if on.isPause() || on.isLow() {
+			t.Errorf("%s %s %d QPs with cold-miss-fetch 1: pause %.4f, %.1f Gb/s: want no anomaly", w.QPType, w.Opcode, w.NumQPs, on.pause, on.gbps)
+		}
+		if !off.isPause() && !off.isLow() {
+			t.Errorf("%s %s %d QPs with cold-miss-fetch 0: pause %.4f, %.1f Gb/s: want an anomaly", w.QPType, w.Opcode, w.NumQPs, off.pause, off.gbps)
+		}
 	}
 }
 

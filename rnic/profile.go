@@ -741,6 +741,10 @@ type MicroRx struct {
 	// DropBeforeFetch: a message that misses the receive-WQE cache while every miss-slot is taken is dropped
 	// before a WQE read starts for it (false: the read starts, and fills the cache for no one).
 	DropBeforeFetch bool `yaml:"drop-before-fetch"`
+	// ColdMissFetch > 0: a message that misses the receive-WQE cache while no other frame of its QP waits for a
+	// WQE reads this many WQEs (its own, and a few after it); miss-fetch is then what a QP whose frames pile up
+	// behind a miss reads (0: every demand fetch reads miss-fetch).
+	ColdMissFetch int `yaml:"cold-miss-fetch"`
 }
 
 // MicroCache is the NIC's context caches: QP contexts and memory translation entries; a miss is a PCIe read.
@@ -817,6 +821,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
+		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
 		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)}, {"rx.read-resp-qpc-batch", int64(m.Rx.ReadRespQPCBatch)},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},

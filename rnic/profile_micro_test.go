@@ -44,6 +44,7 @@ func TestMicroSection(t *testing.T) {
 		{"    units: 8", "    unit: 8", "unknown field", line("units")},
 		{"    demand-fetch-slots: 16", "    demand-fetch-slots: -1", "micro.rx.demand-fetch-slots: -1: want >= 0", line("demand-fetch-slots")},
 		{"    burst-wqes: 16", "    burst-wqes: -4", "micro.tx.burst-wqes: -4: want >= 0", line("burst-wqes")},
+		{"    cold-miss-fetch: 1", "    cold-miss-fetch: -1", "micro.rx.cold-miss-fetch: -1: want >= 0", line("cold-miss-fetch")},
 		{"    gpu-same-switch-write-gbps: 120", "    gpu-same-switch-write-gbps: -1",
 			"micro.host.gpu-same-switch-write-gbps: -1: want >= 0", line("gpu-same-switch-write-gbps")},
 		{"    gpu-cross-switch-write-gbps: 800", "    gpu-cross-switch-write-gbps: -2",
