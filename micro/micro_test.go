@@ -542,3 +542,31 @@ func TestMTTResident(t *testing.T) {
 		t.Errorf("p2100g without mtt-resident: %q, want low-throughput", s)
 	}
 }
+
+// TestHostPathTLPs: every TLP carries its header across the socket link and the GPU path (host.path-tlp-bytes),
+// so bidirectional cross-socket traffic of small packets, within the path's budget on payload alone, pauses
+// (collie A.1 #11) while one direction of it does not; each write TLP into GPU memory under the same switch
+// costs the root complex its forwarding time (host.gpu-same-switch-write-tlp-ns), so small packets into the GPU
+// at ~20 Mpps pause (collie A.1 #12) where bandwidth alone drained them.
+func TestHostPathTLPs(t *testing.T) {
+	w := wl("uc", "write", 92, 256, 1, 2, 167, 9, 76*kb, []int{64, 416}, DirBi, MemRemoteNUMA)
+	with := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+	without := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Host.PathTLPBytes = 0 }))
+	if !with.isPause() || without.isPause() {
+		t.Errorf("bidirectional cross-socket UC WRITE of 64/416 B at MTU 256: pause %.4f with TLP headers, %.4f without; want > 0.001 and none", with.pause, without.pause)
+	}
+	w.Direction = DirUni
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("the same in one direction: pause %.4f, %.1f Gb/s: want line rate without pause", s.pause, s.gbps)
+	}
+	g := wl("uc", "write", 1, 256, 11, 4, 319, 1, 8*kb, []int{160}, DirBi, MemGPUSameSwitch)
+	with = summarize(runMicro(t, "cx6vpi-200g", g, nil))
+	without = summarize(runMicro(t, "cx6vpi-200g", g, func(p *rnic.Profile) { p.Micro.Host.GPUSameSwitchWriteTLPNs = 0 }))
+	if !with.isPause() || without.isPause() {
+		t.Errorf("bidirectional UC WRITE of 160 B into GPU memory (same switch): pause %.4f with the TLP forwarding time, %.4f without; want > 0.001 and none", with.pause, without.pause)
+	}
+	g.Memory = MemGPUCrossSwitch
+	if s := summarize(runMicro(t, "cx6vpi-200g", g, nil)); s.isPause() {
+		t.Errorf("the same across the root complex: pause %.4f, want none", s.pause)
+	}
+}

@@ -775,6 +775,12 @@ type MicroHost struct {
 	// as a full-duplex link does (false: one budget shared by both, as on a host whose path is its bottleneck);
 	// a GPU write budget above, when set, takes precedence for its path.
 	DuplexPath bool `yaml:"duplex-path"`
+	// PathTLPBytes is what each TLP adds on the host path to remote-socket or GPU memory besides its payload
+	// (header and framing), a TLP carrying at most pathTLPPayload bytes (0: the path carries payload only).
+	PathTLPBytes int `yaml:"path-tlp-bytes"`
+	// GPUSameSwitchWriteTLPNs is the time the root complex takes to forward each TLP of the NIC's posted writes
+	// into GPU memory under the same switch, on top of gpu-same-switch-write-gbps (0: none).
+	GPUSameSwitchWriteTLPNs int64 `yaml:"gpu-same-switch-write-tlp-ns"`
 }
 
 func (m *MicroArch) validate() *ProfileError {
@@ -822,7 +828,9 @@ func (m *MicroArch) validate() *ProfileError {
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},
-		{"host.gpu-cross-switch-latency-ns", m.Host.GPUCrossSwitchLatency}}
+		{"host.gpu-cross-switch-latency-ns", m.Host.GPUCrossSwitchLatency},
+		{"host.path-tlp-bytes", int64(m.Host.PathTLPBytes)},
+		{"host.gpu-same-switch-write-tlp-ns", m.Host.GPUSameSwitchWriteTLPNs}}
 	for _, f := range nonneg {
 		if f.v < 0 {
 			return verr("micro."+f.k, "%d: want >= 0", f.v)
