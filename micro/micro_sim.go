@@ -1188,7 +1188,7 @@ func (s *msim) startRx(h *mhost) {
 		cost = r.ReadReqNs
 	case mpReadResp:
 		cost = r.ReadRespNs
-		if r.ReadRespFirstNs > 0 && p.first() {
+		if r.ReadRespFirstNs > 0 && (p.first() || int(p.idx)*s.w.MTU < r.ReadRespSpanBytes) {
 			cost = r.ReadRespFirstNs
 		}
 	default:

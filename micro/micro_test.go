@@ -78,6 +78,10 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#2 with a 64-deep queue", 2, func(w *scenario.Workload) { w.WQDepth = 64 }, nil},
 		{"#6 with a 64-deep queue", 6, func(w *scenario.Workload) { w.WQDepth = 64 }, nil},
 		{"#3 with MTU 4096", 3, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
+		// #3 needs requests of >= 16 KB (table 2): the first 8 KB of a response are placed from its first
+		// packet's walk of the scatter list (rx.read-resp-span-bytes).
+		{"#3 with 8 KB requests", 3, func(w *scenario.Workload) { w.MsgSizes = []int{8 * kb} }, nil},
+		{"#3 with 2.5 KB requests at MTU 256", 3, func(w *scenario.Workload) { w.MTU, w.MsgSizes = 256, []int{2560} }, nil},
 		{"#7 with 64 QPs", 7, func(w *scenario.Workload) { w.NumQPs = 64 }, nil},
 		{"#8 with one MR", 8, func(w *scenario.Workload) { w.NumMRs = 1 }, nil},
 		// #7 and #8 need a WQE batch of 1 (table 2): a doorbell's WQEs share their context load and look their

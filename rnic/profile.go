@@ -690,6 +690,10 @@ type MicroRx struct {
 	// place in the requester's buffer is found by walking the READ WQE's scatter list to the packet's offset
 	// (PSN distance times the MTU), the first starts at its head (0: read-resp-ns for every packet).
 	ReadRespFirstNs int64 `yaml:"read-resp-first-ns"`
+	// ReadRespSpanBytes, when set with ReadRespFirstNs: the first packet's walk of the scatter list places the
+	// response's first read-resp-span-bytes, so its later packets inside them cost read-resp-first-ns too; only
+	// those beyond walk the list to their offset (read-resp-ns) (0: every later packet walks).
+	ReadRespSpanBytes int `yaml:"read-resp-span-bytes"`
 	// DataQPCMissSlots: QP-context misses of received WRITE/SEND data handled at once, when the NIC fetches the
 	// contexts of received data apart from those of READ responses (0: qpc-miss-slots for every packet).
 	DataQPCMissSlots int `yaml:"data-qpc-miss-slots"`
@@ -820,6 +824,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},
 		{"rx.sge-ns", m.Rx.SGENs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
 		{"rx.read-resp-sge-ns", m.Rx.ReadRespSGENs}, {"rx.read-resp-first-ns", m.Rx.ReadRespFirstNs},
+		{"rx.read-resp-span-bytes", int64(m.Rx.ReadRespSpanBytes)},
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
