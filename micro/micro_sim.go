@@ -1245,7 +1245,13 @@ func (s *msim) startRx(h *mhost) {
 			if p.kind == mpData && r.DataQPCMissSlots > 0 && issue == start {
 				slots = r.DataQPCMissSlots
 			}
-			start += (done - start) / int64(slots)
+			if p.kind == mpData && r.DataQPCMissSlots > 0 && issue > start && h.m.PCIe.RxReadQueueRelease {
+				// The queued read holds its qpc-miss-slot while it waits (pcie.rx-read-queue-release); issued,
+				// it is in flight on the fetcher's own slots like the others of received data.
+				start += (issue-start)/int64(slots) + (done-issue)/int64(r.DataQPCMissSlots)
+			} else {
+				start += (done - start) / int64(slots)
+			}
 		}
 	}
 	h.ppFree = start + cost*psPerNs

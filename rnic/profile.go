@@ -610,6 +610,10 @@ type MicroPCIe struct {
 	// payload reads the transmit path queued, up to this many bytes of them, and the packet processor waits
 	// with it; 0: context, translation and WQE reads are arbitrated ahead of payload reads.
 	RxReadQueueBytes int `yaml:"rx-read-queue-bytes"`
+	// RxReadQueueRelease: a queued context read of received data holds its rx.qpc-miss-slot only while it waits
+	// in the queue; issued, its round trip runs on rx.data-qpc-miss-slots like the other reads of received data
+	// (false: it holds the qpc-miss-slot until its data is back).
+	RxReadQueueRelease bool `yaml:"rx-read-queue-release"`
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
