@@ -579,3 +579,16 @@ func TestHostPathTLPs(t *testing.T) {
 		t.Errorf("the same across the root complex: pause %.4f, want none", s.pause)
 	}
 }
+
+// TestAckGenerationOneWay: ACKs are generated on the shared packet processor (rx.ack-gen-ns); one direction of RC
+// WRITE of thousands of QPs and small messages (an ACK each, ~30 Mpps) stays clean, as Collie reports one
+// direction of RC WRITE clean; at 4 ns an ACK its bursts overran the processor now and then.
+func TestAckGenerationOneWay(t *testing.T) {
+	w := wl("rc", "write", 2857, 4096, 39, 2, 81, 13, 1588*kb, []int{320, 640, 1472, 672, 64}, DirUni, MemGPUCrossSwitch)
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("one direction of RC WRITE, 2,857 QPs of small messages: pause %.4f, %.1f Gb/s: want line rate without pause", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.AckGenNs = 4 })); !s.isPause() {
+		t.Errorf("the same with 4 ns an ACK: pause %.4f, want > 0.001 (the test no longer exercises ACK generation)", s.pause)
+	}
+}
