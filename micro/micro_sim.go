@@ -901,7 +901,12 @@ func (s *msim) pcieWrite(h *mhost, t int64, n int, p *mpkt) int64 {
 		t = max(t, h.lastReadDone)
 	}
 	start := max(t, h.wrFree)
-	h.wrFree = start + int64(n)*psPerByte(m.WriteGbps)
+	if hb := m.WriteTLPBytes; hb > 0 {
+		// Each TLP's header at the raw rate, which carries full TLPs' payload at write-gbps.
+		h.wrFree = start + int64(n+hb*tlps(n))*psPerByte(m.WriteGbps*float64(pathTLPPayload+hb)/pathTLPPayload)
+	} else {
+		h.wrFree = start + int64(n)*psPerByte(m.WriteGbps)
+	}
 	end := h.wrFree
 	if h.pathWrPsPerB > 0 {
 		ps := max(start, h.pathWrFree)
@@ -915,8 +920,8 @@ func (s *msim) pcieWrite(h *mhost, t int64, n int, p *mpkt) int64 {
 	return end
 }
 
-// pathTLPPayload is the most payload one TLP carries on the host path (assumption: a 256 B max payload size,
-// the common setting, for writes and read completions alike).
+// pathTLPPayload is the most payload one TLP carries, on the NIC's link and on the host path (assumption: a
+// 256 B max payload size, the common setting, for writes and read completions alike).
 const pathTLPPayload = 256
 
 // tlps is how many TLPs carry n payload bytes.

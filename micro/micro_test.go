@@ -594,3 +594,16 @@ func TestAckGenerationOneWay(t *testing.T) {
 		t.Errorf("the same with 4 ns an ACK: pause %.4f, want > 0.001 (the test no longer exercises ACK generation)", s.pause)
 	}
 }
+
+// TestWriteTLPHeaders: each DMA write TLP carries its header (pcie.write-tlp-bytes), so a NIC receiving small
+// frames from the wire and its own loopback at once (~213 Mpps of 128 B, collie A.1 #13's in-NIC incast) cannot
+// write them as fast as they arrive and pauses; on payload alone they drained.
+func TestWriteTLPHeaders(t *testing.T) {
+	w := wl("rc", "write", 49, 256, 3, 4, 374, 12, 624*kb, []int{128}, DirLoopback, MemGPUCrossSwitch)
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); !s.isPause() {
+		t.Errorf("loopback RC WRITE of 128 B at ~213 Mpps received: pause %.4f, want > 0.001", s.pause)
+	}
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.PCIe.WriteTLPBytes = 0 })); s.isPause() {
+		t.Errorf("the same with payload-only writes: pause %.4f, want none", s.pause)
+	}
+}

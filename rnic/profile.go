@@ -614,6 +614,10 @@ type MicroPCIe struct {
 	// in the queue; issued, its round trip runs on rx.data-qpc-miss-slots like the other reads of received data
 	// (false: it holds the qpc-miss-slot until its data is back).
 	RxReadQueueRelease bool `yaml:"rx-read-queue-release"`
+	// WriteTLPBytes is the header each DMA write TLP (at most 256 B of payload) carries: write-gbps being the
+	// payload rate of full TLPs, a shorter one takes its payload and this header at the link's raw rate (0: the
+	// write channel carries payload at write-gbps whatever the TLP size).
+	WriteTLPBytes int `yaml:"write-tlp-bytes"`
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
@@ -818,6 +822,7 @@ func (m *MicroArch) validate() *ProfileError {
 		v int64
 	}{{"pcie.read-latency-ns", m.PCIe.ReadLatencyNs}, {"pcie.write-latency-ns", m.PCIe.WriteLatencyNs},
 		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
+		{"pcie.write-tlp-bytes", int64(m.PCIe.WriteTLPBytes)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
 		{"tx.staging-bytes", int64(m.Tx.StagingBytes)}, {"tx.burst-wqes", int64(m.Tx.BurstWQEs)},
