@@ -176,6 +176,10 @@ type mhost struct {
 	// Writes on a path budget of their own (host.duplex-path: at the path's rate; host.gpu-*-switch-write-gbps:
 	// at that rate; 0: they share pathFree with the reads).
 	pathWrPsPerB, pathWrFree int64
+	// pathTLPBytes: each TLP's overhead on the path (host.path-tlp-bytes); pathWrTLPPs: the forwarding time of
+	// each write TLP (host.gpu-same-switch-write-tlp-ns).
+	pathTLPBytes int
+	pathWrTLPPs  int64
 	// Packet staging the connections with data in flight need on this NIC (sending and receiving).
 	stageDemand int64
 	// readers: connections with READs in flight from this NIC (their responses arrive interleaved).
@@ -322,12 +326,16 @@ func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 		h.pathLatPs, h.pathPsPerB = m.Host.GPUSameSwitchLatency*psPerNs, psPerByte(m.Host.GPUSameSwitchGbps)
 		if g := m.Host.GPUSameSwitchWriteGbps; g > 0 {
 			h.pathWrPsPerB = psPerByte(g)
+			h.pathWrTLPPs = m.Host.GPUSameSwitchWriteTLPNs * psPerNs
 		}
 	case MemGPUCrossSwitch:
 		h.pathLatPs, h.pathPsPerB = m.Host.GPUCrossSwitchLatency*psPerNs, psPerByte(m.Host.GPUCrossSwitchGbps)
 		if g := m.Host.GPUCrossSwitchWriteGbps; g > 0 {
 			h.pathWrPsPerB = psPerByte(g)
 		}
+	}
+	if h.pathPsPerB > 0 {
+		h.pathTLPBytes = m.Host.PathTLPBytes
 	}
 	if m.Host.DuplexPath && h.pathWrPsPerB == 0 {
 		h.pathWrPsPerB = h.pathPsPerB // writes flow the other way: they do not wait behind the reads booked
@@ -864,7 +872,7 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 	end := max(h.rdFree, t+xfer)
 	lat := m.ReadLatencyNs * psPerNs
 	if h.pathPsPerB > 0 {
-		px := int64(n) * h.pathPsPerB
+		px := int64(n+tlps(n)*h.pathTLPBytes) * h.pathPsPerB
 		h.pathFree = max(s.now, h.pathFree) + px
 		end = max(end, h.pathFree, t+px)
 		lat += h.pathLatPs
@@ -893,19 +901,31 @@ func (s *msim) pcieWrite(h *mhost, t int64, n int, p *mpkt) int64 {
 		t = max(t, h.lastReadDone)
 	}
 	start := max(t, h.wrFree)
-	h.wrFree = start + int64(n)*psPerByte(m.WriteGbps)
+	if hb := m.WriteTLPBytes; hb > 0 {
+		// Each TLP's header at the raw rate, which carries full TLPs' payload at write-gbps.
+		h.wrFree = start + int64(n+hb*tlps(n))*psPerByte(m.WriteGbps*float64(pathTLPPayload+hb)/pathTLPPayload)
+	} else {
+		h.wrFree = start + int64(n)*psPerByte(m.WriteGbps)
+	}
 	end := h.wrFree
 	if h.pathWrPsPerB > 0 {
 		ps := max(start, h.pathWrFree)
-		h.pathWrFree = ps + int64(n)*h.pathWrPsPerB
+		h.pathWrFree = ps + int64(n+tlps(n)*h.pathTLPBytes)*h.pathWrPsPerB + int64(tlps(n))*h.pathWrTLPPs
 		end = max(end, h.pathWrFree)
 	} else if h.pathPsPerB > 0 {
 		ps := max(start, h.pathFree)
-		h.pathFree = ps + int64(n)*h.pathPsPerB
+		h.pathFree = ps + int64(n+tlps(n)*h.pathTLPBytes)*h.pathPsPerB
 		end = max(end, h.pathFree)
 	}
 	return end
 }
+
+// pathTLPPayload is the most payload one TLP carries, on the NIC's link and on the host path (assumption: a
+// 256 B max payload size, the common setting, for writes and read completions alike).
+const pathTLPPayload = 256
+
+// tlps is how many TLPs carry n payload bytes.
+func tlps(n int) int { return (n + pathTLPPayload - 1) / pathTLPPayload }
 
 func (s *msim) lookupQPC(h *mhost, t int64, ci int32) int64 {
 	if h.qpc.lookup(uint64(ci)) {
@@ -1173,7 +1193,7 @@ func (s *msim) startRx(h *mhost) {
 		cost = r.ReadReqNs
 	case mpReadResp:
 		cost = r.ReadRespNs
-		if r.ReadRespFirstNs > 0 && p.first() {
+		if r.ReadRespFirstNs > 0 && (p.first() || int(p.idx)*s.w.MTU < r.ReadRespSpanBytes) {
 			cost = r.ReadRespFirstNs
 		}
 	default:
@@ -1230,7 +1250,13 @@ func (s *msim) startRx(h *mhost) {
 			if p.kind == mpData && r.DataQPCMissSlots > 0 && issue == start {
 				slots = r.DataQPCMissSlots
 			}
-			start += (done - start) / int64(slots)
+			if p.kind == mpData && r.DataQPCMissSlots > 0 && issue > start && h.m.PCIe.RxReadQueueRelease {
+				// The queued read holds its qpc-miss-slot while it waits (pcie.rx-read-queue-release); issued,
+				// it is in flight on the fetcher's own slots like the others of received data.
+				start += (issue-start)/int64(slots) + (done-issue)/int64(r.DataQPCMissSlots)
+			} else {
+				start += (done - start) / int64(slots)
+			}
 		}
 	}
 	h.ppFree = start + cost*psPerNs

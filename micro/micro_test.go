@@ -82,6 +82,10 @@ func TestAnomalyMechanisms(t *testing.T) {
 		// Many QPs with short queues read their WQEs on demand, one per cold miss (rx.cold-miss-fetch).
 		{"#6 with 512 QPs and a 16-deep queue", 6, func(w *scenario.Workload) { w.NumQPs, w.WQDepth = 512, 16 }, nil},
 		{"#3 with MTU 4096", 3, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
+		// #3 needs requests of >= 16 KB (table 2): the first 8 KB of a response are placed from its first
+		// packet's walk of the scatter list (rx.read-resp-span-bytes).
+		{"#3 with 8 KB requests", 3, func(w *scenario.Workload) { w.MsgSizes = []int{8 * kb} }, nil},
+		{"#3 with 2.5 KB requests at MTU 256", 3, func(w *scenario.Workload) { w.MTU, w.MsgSizes = 256, []int{2560} }, nil},
 		{"#7 with 64 QPs", 7, func(w *scenario.Workload) { w.NumQPs = 64 }, nil},
 		{"#8 with one MR", 8, func(w *scenario.Workload) { w.NumMRs = 1 }, nil},
 		// #7 and #8 need a WQE batch of 1 (table 2): a doorbell's WQEs share their context load and look their
@@ -97,6 +101,11 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#12 with local memory", 12, func(w *scenario.Workload) { w.Memory = MemLocal }, nil},
 		{"#10 with 32 QPs", 10, func(w *scenario.Workload) { w.NumQPs = 32 }, nil},
 		{"#10 one direction", 10, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
+		// A queued context read holds its qpc-miss-slot only while it waits (pcie.rx-read-queue-release): many
+		// QPs whose doorbells carry little payload wait little (holding it for the round trip: 0.9% pause).
+		{"#10 with 1,372 QPs, batch 24 and messages of 832 B to 9 KB", 10, func(w *scenario.Workload) {
+			w.NumQPs, w.WQEBatch, w.SGE, w.MsgSizes = 1372, 24, 2, []int{1120, 9 * kb, 5792, 832, 1728, 3 * kb}
+		}, nil},
 		{"#13 without loopback", 13, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#16 with MTU 4096", 16, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
 		{"#16 with 128 QPs", 16, func(w *scenario.Workload) { w.NumQPs = 128 }, nil},
@@ -572,5 +581,61 @@ func TestMTTResident(t *testing.T) {
 	}
 	if s := judge(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Cache.MTTResident = false })); s != "low-throughput" {
 		t.Errorf("p2100g without mtt-resident: %q, want low-throughput", s)
+	}
+}
+
+// TestHostPathTLPs: every TLP carries its header across the socket link and the GPU path (host.path-tlp-bytes),
+// so bidirectional cross-socket traffic of small packets, within the path's budget on payload alone, pauses
+// (collie A.1 #11) while one direction of it does not; each write TLP into GPU memory under the same switch
+// costs the root complex its forwarding time (host.gpu-same-switch-write-tlp-ns), so small packets into the GPU
+// at ~20 Mpps pause (collie A.1 #12) where bandwidth alone drained them.
+func TestHostPathTLPs(t *testing.T) {
+	// On a 300 Gb/s socket link, which 2 x ~132 Gb/s of payload fit and their headers do not.
+	link := func(p *rnic.Profile) { p.Micro.Host.RemoteNUMAGbps = 300 }
+	w := wl("uc", "write", 92, 256, 1, 2, 167, 9, 76*kb, []int{64, 416}, DirBi, MemRemoteNUMA)
+	with := summarize(runMicro(t, "cx6vpi-200g", w, link))
+	without := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { link(p); p.Micro.Host.PathTLPBytes = 0 }))
+	if !with.isPause() || without.isPause() {
+		t.Errorf("bidirectional cross-socket UC WRITE of 64/416 B at MTU 256: pause %.4f with TLP headers, %.4f without; want > 0.001 and none", with.pause, without.pause)
+	}
+	w.Direction = DirUni
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("the same in one direction: pause %.4f, %.1f Gb/s: want line rate without pause", s.pause, s.gbps)
+	}
+	g := wl("uc", "write", 1, 256, 11, 4, 319, 1, 8*kb, []int{160}, DirBi, MemGPUSameSwitch)
+	with = summarize(runMicro(t, "cx6vpi-200g", g, nil))
+	without = summarize(runMicro(t, "cx6vpi-200g", g, func(p *rnic.Profile) { p.Micro.Host.GPUSameSwitchWriteTLPNs = 0 }))
+	if !with.isPause() || without.isPause() {
+		t.Errorf("bidirectional UC WRITE of 160 B into GPU memory (same switch): pause %.4f with the TLP forwarding time, %.4f without; want > 0.001 and none", with.pause, without.pause)
+	}
+	g.Memory = MemGPUCrossSwitch
+	if s := summarize(runMicro(t, "cx6vpi-200g", g, nil)); s.isPause() {
+		t.Errorf("the same across the root complex: pause %.4f, want none", s.pause)
+	}
+}
+
+// TestAckGenerationOneWay: ACKs are generated on the shared packet processor (rx.ack-gen-ns); one direction of RC
+// WRITE of thousands of QPs and small messages (an ACK each, ~30 Mpps) stays clean, as Collie reports one
+// direction of RC WRITE clean; at 4 ns an ACK its bursts overran the processor now and then.
+func TestAckGenerationOneWay(t *testing.T) {
+	w := wl("rc", "write", 2857, 4096, 39, 2, 81, 13, 1588*kb, []int{320, 640, 1472, 672, 64}, DirUni, MemGPUCrossSwitch)
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("one direction of RC WRITE, 2,857 QPs of small messages: pause %.4f, %.1f Gb/s: want line rate without pause", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.AckGenNs = 4 })); !s.isPause() {
+		t.Errorf("the same with 4 ns an ACK: pause %.4f, want > 0.001 (the test no longer exercises ACK generation)", s.pause)
+	}
+}
+
+// TestWriteTLPHeaders: each DMA write TLP carries its header (pcie.write-tlp-bytes), so a NIC receiving small
+// frames from the wire and its own loopback at once (~213 Mpps of 128 B, collie A.1 #13's in-NIC incast) cannot
+// write them as fast as they arrive and pauses; on payload alone they drained.
+func TestWriteTLPHeaders(t *testing.T) {
+	w := wl("rc", "write", 49, 256, 3, 4, 374, 12, 624*kb, []int{128}, DirLoopback, MemGPUCrossSwitch)
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); !s.isPause() {
+		t.Errorf("loopback RC WRITE of 128 B at ~213 Mpps received: pause %.4f, want > 0.001", s.pause)
+	}
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.PCIe.WriteTLPBytes = 0 })); s.isPause() {
+		t.Errorf("the same with payload-only writes: pause %.4f, want none", s.pause)
 	}
 }

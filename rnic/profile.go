@@ -610,6 +610,14 @@ type MicroPCIe struct {
 	// payload reads the transmit path queued, up to this many bytes of them, and the packet processor waits
 	// with it; 0: context, translation and WQE reads are arbitrated ahead of payload reads.
 	RxReadQueueBytes int `yaml:"rx-read-queue-bytes"`
+	// RxReadQueueRelease: a queued context read of received data holds its rx.qpc-miss-slot only while it waits
+	// in the queue; issued, its round trip runs on rx.data-qpc-miss-slots like the other reads of received data
+	// (false: it holds the qpc-miss-slot until its data is back).
+	RxReadQueueRelease bool `yaml:"rx-read-queue-release"`
+	// WriteTLPBytes is the header each DMA write TLP (at most 256 B of payload) carries: write-gbps being the
+	// payload rate of full TLPs, a shorter one takes its payload and this header at the link's raw rate (0: the
+	// write channel carries payload at write-gbps whatever the TLP size).
+	WriteTLPBytes int `yaml:"write-tlp-bytes"`
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
@@ -690,6 +698,10 @@ type MicroRx struct {
 	// place in the requester's buffer is found by walking the READ WQE's scatter list to the packet's offset
 	// (PSN distance times the MTU), the first starts at its head (0: read-resp-ns for every packet).
 	ReadRespFirstNs int64 `yaml:"read-resp-first-ns"`
+	// ReadRespSpanBytes, when set with ReadRespFirstNs: the first packet's walk of the scatter list places the
+	// response's first read-resp-span-bytes, so its later packets inside them cost read-resp-first-ns too; only
+	// those beyond walk the list to their offset (read-resp-ns) (0: every later packet walks).
+	ReadRespSpanBytes int `yaml:"read-resp-span-bytes"`
 	// DataQPCMissSlots: QP-context misses of received WRITE/SEND data handled at once, when the NIC fetches the
 	// contexts of received data apart from those of READ responses (0: qpc-miss-slots for every packet).
 	DataQPCMissSlots int `yaml:"data-qpc-miss-slots"`
@@ -779,6 +791,12 @@ type MicroHost struct {
 	// as a full-duplex link does (false: one budget shared by both, as on a host whose path is its bottleneck);
 	// a GPU write budget above, when set, takes precedence for its path.
 	DuplexPath bool `yaml:"duplex-path"`
+	// PathTLPBytes is what each TLP adds on the host path to remote-socket or GPU memory besides its payload
+	// (header and framing), a TLP carrying at most pathTLPPayload bytes (0: the path carries payload only).
+	PathTLPBytes int `yaml:"path-tlp-bytes"`
+	// GPUSameSwitchWriteTLPNs is the time the root complex takes to forward each TLP of the NIC's posted writes
+	// into GPU memory under the same switch, on top of gpu-same-switch-write-gbps (0: none).
+	GPUSameSwitchWriteTLPNs int64 `yaml:"gpu-same-switch-write-tlp-ns"`
 }
 
 func (m *MicroArch) validate() *ProfileError {
@@ -808,6 +826,7 @@ func (m *MicroArch) validate() *ProfileError {
 		v int64
 	}{{"pcie.read-latency-ns", m.PCIe.ReadLatencyNs}, {"pcie.write-latency-ns", m.PCIe.WriteLatencyNs},
 		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
+		{"pcie.write-tlp-bytes", int64(m.PCIe.WriteTLPBytes)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
 		{"tx.staging-bytes", int64(m.Tx.StagingBytes)}, {"tx.burst-wqes", int64(m.Tx.BurstWQEs)},
@@ -818,6 +837,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.read-resp-ns", m.Rx.ReadRespNs}, {"rx.ack-ns", m.Rx.AckNs}, {"rx.ack-gen-ns", m.Rx.AckGenNs},
 		{"rx.sge-ns", m.Rx.SGENs}, {"rx.wqe-bytes", int64(m.Rx.WQEBytes)}, {"rx.nak-delay-ns", m.Rx.NAKDelayNs},
 		{"rx.read-resp-sge-ns", m.Rx.ReadRespSGENs}, {"rx.read-resp-first-ns", m.Rx.ReadRespFirstNs},
+		{"rx.read-resp-span-bytes", int64(m.Rx.ReadRespSpanBytes)},
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
@@ -827,7 +847,9 @@ func (m *MicroArch) validate() *ProfileError {
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},
-		{"host.gpu-cross-switch-latency-ns", m.Host.GPUCrossSwitchLatency}}
+		{"host.gpu-cross-switch-latency-ns", m.Host.GPUCrossSwitchLatency},
+		{"host.path-tlp-bytes", int64(m.Host.PathTLPBytes)},
+		{"host.gpu-same-switch-write-tlp-ns", m.Host.GPUSameSwitchWriteTLPNs}}
 	for _, f := range nonneg {
 		if f.v < 0 {
 			return verr("micro."+f.k, "%d: want >= 0", f.v)

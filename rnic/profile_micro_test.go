@@ -51,6 +51,11 @@ func TestMicroSection(t *testing.T) {
 			"micro.host.gpu-cross-switch-write-gbps: -2: want >= 0", line("gpu-cross-switch-write-gbps")},
 		{"    read-resp-first-ns: 10", "    read-resp-first-ns: -1", "micro.rx.read-resp-first-ns: -1: want >= 0", line("read-resp-first-ns")},
 		{"    read-resp-sge-ns: 4", "    read-resp-sge-ns: -4", "micro.rx.read-resp-sge-ns: -4: want >= 0", line("read-resp-sge-ns")},
+		{"    read-resp-span-bytes: 8192", "    read-resp-span-bytes: -1", "micro.rx.read-resp-span-bytes: -1: want >= 0", line("read-resp-span-bytes")},
+		{"    write-tlp-bytes: 24", "    write-tlp-bytes: -1", "micro.pcie.write-tlp-bytes: -1: want >= 0", line("write-tlp-bytes")},
+		{"    path-tlp-bytes: 24", "    path-tlp-bytes: -24", "micro.host.path-tlp-bytes: -24: want >= 0", line("path-tlp-bytes")},
+		{"    gpu-same-switch-write-tlp-ns: 50", "    gpu-same-switch-write-tlp-ns: -5",
+			"micro.host.gpu-same-switch-write-tlp-ns: -5: want >= 0", line("gpu-same-switch-write-tlp-ns")},
 	} {
 		data := strings.Replace(string(base), c.from, c.to, 1)
 		if data == string(base) {
