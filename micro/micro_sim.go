@@ -210,6 +210,7 @@ type msim struct {
 	inWin   bool
 	// Staging one connection needs on its data's sender (per SGE stream one packet) and on its receiver.
 	stageTx, stageRx int64
+	maxMsgBytes      int // the largest message (maxMsg; 0 until asked)
 }
 
 // swPort is the switch's egress toward one host, with the PFC state of the ingress feeding it.
@@ -486,6 +487,17 @@ func (s *msim) msgSize(m int32) int {
 		sz = min(sz, s.w.MTU)
 	}
 	return sz
+}
+
+// maxMsg is the workload's largest message (UD: at most the MTU), the size of every receive buffer posted.
+func (s *msim) maxMsg() int {
+	if s.maxMsgBytes == 0 {
+		s.maxMsgBytes = 1
+		for i := range s.w.MsgSizes {
+			s.maxMsgBytes = max(s.maxMsgBytes, s.msgSize(int32(i)))
+		}
+	}
+	return s.maxMsgBytes
 }
 
 // --- application ---
@@ -1636,6 +1648,9 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 		}
 		if d := h.m.Rx.MissFetchDiv; d > 0 {
 			n = min(max(s.w.WQDepth/d, n), h.m.Rx.PrefetchMax)
+		}
+		if b := h.m.Rx.MissFetchBytes; b > 0 {
+			n = min(n, max(b/s.maxMsg(), 1)) // the WQEs whose buffers fill the bytes read ahead
 		}
 		if h.m.Rx.MissFetchParked {
 			n = min(max(n, c.parkedMsgs), h.m.Rx.PrefetchMax)

@@ -127,6 +127,8 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#17 with MTU 256, batch 2 and a 40-deep queue", 17, func(w *scenario.Workload) { w.MTU, w.WQEBatch, w.WQDepth = 256, 2, 40 }, nil},
 		// Read-aheads of half a WQE read (rx.prefetch-min 8): 8 KB messages at MTU 4096 do not thrash the fetcher.
 		{"#17 with MTU 4096, batch 2 and 8 KB messages", 17, func(w *scenario.Workload) { w.MTU, w.WQEBatch, w.MsgSizes = 4096, 2, []int{8 * kb} }, nil},
+		// A demand reload reads only the WQEs whose buffers (the largest message each) fill 32 KB (rx.miss-fetch-bytes).
+		{"#17 with a 512-deep queue and messages of 1 KB and 32 KB", 17, func(w *scenario.Workload) { w.WQDepth, w.MsgSizes = 512, []int{kb, 32 * kb} }, nil},
 		// #14 at MTU 1024 reaches line rate on H (Collie A.2); the model pauses there for #18's reason (the
 		// shared packet processor), so MTU 2048 stands for the smaller MTU.
 		{"#14 with MTU 2048", 14, func(w *scenario.Workload) { w.MTU = 2048 }, nil},
@@ -637,5 +639,18 @@ func TestWriteTLPHeaders(t *testing.T) {
 	}
 	if s := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.PCIe.WriteTLPBytes = 0 })); s.isPause() {
 		t.Errorf("the same with payload-only writes: pause %.4f, want none", s.pause)
+	}
+}
+
+// TestMissFetchBytes: p2100g's demand reload reads no more receive WQEs than 32 KB of buffers hold
+// (rx.miss-fetch-bytes); RC SEND of 80 QPs with a 512-deep queue and messages of 1 KB and 32 KB keeps line rate,
+// and without the bound (16 WQEs a reload) pauses.
+func TestMissFetchBytes(t *testing.T) {
+	w := wl("rc", "send", 80, 1024, 1, 1, 512, 1, mb, []int{kb, 32 * kb}, DirUni, MemLocal)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.MissFetchBytes = 0 })); !s.isPause() {
+		t.Errorf("p2100g without miss-fetch-bytes: pause %.4f, want > 0.001", s.pause)
 	}
 }

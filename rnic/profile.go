@@ -738,6 +738,10 @@ type MicroRx struct {
 	// MissFetchDiv > 0: a demand fetch reads wq-depth / miss-fetch-div WQEs, within [miss-fetch, prefetch-max]
 	// (0: miss-fetch WQEs).
 	MissFetchDiv int `yaml:"miss-fetch-div"`
+	// MissFetchBytes > 0: a demand fetch reads no more WQEs than the receive buffers of this many bytes hold,
+	// each WQE posting a buffer of the workload's largest message (UD: at most the MTU), at least one (0: no
+	// bound beyond prefetch-max).
+	MissFetchBytes int `yaml:"miss-fetch-bytes"`
 	// WholeQPCache: the receive-WQE cache holds QPs rather than WQEs: making room evicts a QP's WQEs all at
 	// once, and a receive doorbell prefetches only for a QP in the cache (the others are read on demand when
 	// their next message arrives).
@@ -839,7 +843,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.read-resp-sge-ns", m.Rx.ReadRespSGENs}, {"rx.read-resp-first-ns", m.Rx.ReadRespFirstNs},
 		{"rx.read-resp-span-bytes", int64(m.Rx.ReadRespSpanBytes)},
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
-		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)},
+		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.miss-fetch-bytes", int64(m.Rx.MissFetchBytes)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
