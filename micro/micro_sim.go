@@ -1167,7 +1167,7 @@ func (s *msim) occupancy(h *mhost, delta int) {
 func (s *msim) arrive(h *mhost, pi int32) {
 	p := &s.pkts[pi]
 	s.count(&h.st.RxBytes, &h.st.RxPackets, p.wire)
-	if p.kind == mpData && h.rxBuf+int(p.wire) > h.m.Rx.BufferBytes {
+	if p.kind == mpData && h.rxBuf+h.cellBytes(p.wire) > h.m.Rx.BufferBytes {
 		// Only WRITE/SEND data is dropped; the model does not retransmit READs or control frames, which the
 		// PFC headroom protects.
 		if s.inWin {
@@ -1176,7 +1176,7 @@ func (s *msim) arrive(h *mhost, pi int32) {
 		s.dropData(h, pi, false)
 		return
 	}
-	s.occupancy(h, int(p.wire))
+	s.occupancy(h, h.cellBytes(p.wire))
 	if !h.xoff && h.rxBuf >= h.m.Rx.XoffBytes {
 		h.xoff = true
 		h.xoffAt = s.now
@@ -1303,9 +1303,17 @@ func (s *msim) rcStateNs(h *mhost, p *mpkt) int64 {
 	return h.m.Rx.RCStateMissNs
 }
 
+// cellBytes is the RX buffer a frame of wire bytes takes: whole cells of rx.buffer-cell-bytes (0: its bytes).
+func (h *mhost) cellBytes(wire int32) int {
+	if c := h.m.Rx.BufferCellBytes; c > 0 {
+		return (int(wire) + c - 1) / c * c
+	}
+	return int(wire)
+}
+
 // release frees a frame's RX buffer space and drops PFC below XON.
 func (s *msim) release(h *mhost, pi int32) {
-	s.occupancy(h, -int(s.pkts[pi].wire))
+	s.occupancy(h, -h.cellBytes(s.pkts[pi].wire))
 	if h.xoff && h.rxBuf <= h.m.Rx.XonBytes {
 		h.xoff = false
 		if s.inWin {

@@ -200,18 +200,19 @@ func TestLoopbackYields(t *testing.T) {
 }
 
 // TestLoopbackXoffNarrow: p2100g's loopback crosses only while its RX buffer holds less than 4 KB; UD loopback of
-// many QPs (each message reloads its QP's receive WQEs) then stays clean, while with 16 KB the loopback frames
+// many QPs (each message reloads its QP's receive WQEs) then stays clean, while with 24 KB the loopback frames
 // admitted hold the processor and the receive-WQE fetcher long enough for the wire's frames to reach XOFF.
 // (1000 QPs: with 4905 the pause at 16 KB came from the start of the run, when the initial fill's doorbells were
-// charged one by one; tx.doorbell-coalesce.)
+// charged one by one; tx.doorbell-coalesce. 24 KB since the buffer counts 256 B cells, rx.buffer-cell-bytes: its
+// small frames fill 16 KB sooner.)
 func TestLoopbackXoffNarrow(t *testing.T) {
 	w := wl("ud", "send", 1000, 4096, 1, 3, 27, 5, 76*kb, []int{960, 480, 64}, DirLoopback, MemLocal)
 	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
 		t.Errorf("p2100g: UD loopback of 1000 QPs: pause %.4f, %.1f Gb/s %.1f Mpps: want no anomaly", s.pause, s.gbps, s.mpps)
 	}
-	s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 16 * kb }))
+	s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 24 * kb }))
 	if !s.isPause() {
-		t.Errorf("p2100g with loopback-xoff-bytes 16 KB: pause %.4f, want > 0.001", s.pause)
+		t.Errorf("p2100g with loopback-xoff-bytes 24 KB: pause %.4f, want > 0.001", s.pause)
 	}
 }
 
@@ -652,5 +653,18 @@ func TestMissFetchBytes(t *testing.T) {
 	}
 	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.MissFetchBytes = 0 })); !s.isPause() {
 		t.Errorf("p2100g without miss-fetch-bytes: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestBufferCells: p2100g's RX buffer is allocated in 256 B cells (rx.buffer-cell-bytes); UD of 80 QPs each way
+// with long queues and 64 B messages (collie A.2 #15) pauses, and counted in bytes its small frames waiting for
+// their receive WQEs stay under XOFF.
+func TestBufferCells(t *testing.T) {
+	w := wl("ud", "send", 80, 4096, 20, 4, 342, 1, 16*kb, []int{64}, DirBi, MemLocal)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); !s.isPause() {
+		t.Errorf("p2100g: pause %.4f, want > 0.001", s.pause)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.BufferCellBytes = 0 })); s.isPause() {
+		t.Errorf("p2100g without buffer-cell-bytes: pause %.4f, want none", s.pause)
 	}
 }

@@ -735,6 +735,9 @@ type MicroRx struct {
 	// FetchWQENs > 0: the receive-WQE fetcher spends this long on every WQE it reads (prefetch or demand), one
 	// WQE after another, besides the PCIe read.
 	FetchWQENs int64 `yaml:"fetch-wqe-ns"`
+	// BufferCellBytes > 0: the RX buffer is allocated in cells of this size, a frame taking whole cells (0: its
+	// bytes).
+	BufferCellBytes int `yaml:"buffer-cell-bytes"`
 	// MissFetchDiv > 0: a demand fetch reads wq-depth / miss-fetch-div WQEs, within [miss-fetch, prefetch-max]
 	// (0: miss-fetch WQEs).
 	MissFetchDiv int `yaml:"miss-fetch-div"`
@@ -843,6 +846,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.read-resp-sge-ns", m.Rx.ReadRespSGENs}, {"rx.read-resp-first-ns", m.Rx.ReadRespFirstNs},
 		{"rx.read-resp-span-bytes", int64(m.Rx.ReadRespSpanBytes)},
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
+		{"rx.buffer-cell-bytes", int64(m.Rx.BufferCellBytes)},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.miss-fetch-bytes", int64(m.Rx.MissFetchBytes)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)},
