@@ -385,6 +385,7 @@ func TestDemandFetchSlots(t *testing.T) {
 	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
 		p.Micro.Rx.DemandFetchSlots, p.Micro.Rx.PrefetchDropBusy, p.Micro.Rx.ColdMissFetch = 0, false, 0
 		p.Micro.Rx.WQECacheSize, p.Micro.Rx.PrefetchMax = 80, 32
+		p.Micro.Rx.FetchSlots, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 3, 0, 0 // the fetcher of then
 	}))
 	own := summarize(runMicro(t, "cx6vpi-200g", w, nil))
 	t.Logf("shared slots: pause %.4f %.1f Gb/s %.1f Mpps; own slots: pause %.4f %.1f Gb/s %.1f Mpps",
@@ -494,8 +495,13 @@ func TestDropBeforeFetch(t *testing.T) {
 // when the slots are busy (prefetch-drop-busy), the messages read their WQEs on demand and far more get through.
 func TestPrefetchDropBusy(t *testing.T) {
 	w := wl("ud", "send", 100, 1024, 2, 3, 41, 1, 64*kb, []int{800, 608}, DirUni, MemLocal)
-	on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
-	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchDropBusy = false }))
+	// On the fetcher the narrowing was made on (3 fetch slots, one fetch parsed at a time): with 6 slots and
+	// 8 parse engines the queued prefetches rarely wait.
+	then := func(p *rnic.Profile) {
+		p.Micro.Rx.FetchSlots, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 3, 0, 0
+	}
+	on := summarize(runMicro(t, "cx6vpi-200g", w, then))
+	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { then(p); p.Micro.Rx.PrefetchDropBusy = false }))
 	t.Logf("prefetch-drop-busy: %.1f Gb/s %.1f Mpps; queued: %.1f Gb/s %.1f Mpps", on.gbps, on.mpps, off.gbps, off.mpps)
 	if on.pause != 0 || off.pause != 0 {
 		t.Errorf("pause %.4f / %.4f: want none (UD drops rather than pauses here)", on.pause, off.pause)
