@@ -162,7 +162,9 @@ type mhost struct {
 	holders    []int32 // connections with cached receive WQEs
 	// Receive-WQE fetches in flight and waiting (connection, count).
 	fetchActive    int
-	fetchEngFree   int64 // the receive-WQE fetcher is busy until then (rx.fetch-wqe-ns)
+	fetchEngFree   int64   // the receive-WQE fetcher is busy until then (rx.fetch-wqe-ns)
+	fetchEngs      []int64 // with rx.fetch-engines > 1: when each parse engine is free
+	evictFree      int64   // the receive-WQE cache's eviction port is busy until then (rx.evict-wqe-ns)
 	fetchQ, fetchN des.Ring[int32]
 	// Demand fetches in flight and waiting when they have slots of their own (rx.demand-fetch-slots).
 	demandActive     int
@@ -1560,9 +1562,24 @@ func (s *msim) issueRQFetch(h *mhost, ci int32, n int, demand bool) {
 		h.fetchActive++
 	}
 	done := s.pcieRead(h, s.now, n*s.w.SGE*h.m.Rx.WQEBytes, false)
-	if c := h.m.Rx.FetchWQENs; c > 0 {
+	if c := h.m.Rx.FetchWQENs; c > 0 && h.m.Rx.FetchEngines > 1 {
+		if h.fetchEngs == nil {
+			h.fetchEngs = make([]int64, h.m.Rx.FetchEngines)
+		}
+		k := 0
+		for i, f := range h.fetchEngs {
+			if f < h.fetchEngs[k] {
+				k = i
+			}
+		}
+		h.fetchEngs[k] = max(s.now, h.fetchEngs[k]) + int64(n)*c*psPerNs
+		done = max(done, h.fetchEngs[k])
+	} else if c > 0 {
 		h.fetchEngFree = max(s.now, h.fetchEngFree) + int64(n)*c*psPerNs
 		done = max(done, h.fetchEngFree)
+	}
+	if h.m.Rx.EvictWQENs > 0 {
+		done = max(done, h.evictFree)
 	}
 	s.q.Push(des.Event{At: done, Kind: mevRxWQEFetched, Obj: int32(h.id), Arg: ci, Aux: aux})
 }
@@ -1594,6 +1611,9 @@ func (s *msim) rqFetched(h *mhost, ci int32, n int, demand bool) {
 		k := min(vc.rqCached, h.cacheUsed-h.m.Rx.WQECacheSize)
 		if h.m.Rx.WholeQPCache {
 			k = vc.rqCached
+		}
+		if e := h.m.Rx.EvictWQENs; e > 0 {
+			h.evictFree = max(s.now, h.evictFree) + int64(k)*e*psPerNs
 		}
 		s.setCached(h, v, vc.rqCached-k)
 	}

@@ -81,6 +81,11 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#6 with a 64-deep queue", 6, func(w *scenario.Workload) { w.WQDepth = 64 }, nil},
 		// Many QPs with short queues read their WQEs on demand, one per cold miss (rx.cold-miss-fetch).
 		{"#6 with 512 QPs and a 16-deep queue", 6, func(w *scenario.Workload) { w.NumQPs, w.WQDepth = 512, 16 }, nil},
+		// A few QPs receiving small messages at high rates use every WQE read ahead: the parallel fetcher keeps
+		// up (rx.fetch-engines, rx.evict-wqe-ns).
+		{"#2 with batch 16, a 128-deep queue and 256 B messages", 2, func(w *scenario.Workload) {
+			w.WQEBatch, w.WQDepth, w.MsgSizes = 16, 128, []int{256}
+		}, nil},
 		{"#3 with MTU 4096", 3, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
 		// #3 needs requests of >= 16 KB (table 2): the first 8 KB of a response are placed from its first
 		// packet's walk of the scatter list (rx.read-resp-span-bytes).
@@ -383,6 +388,7 @@ func TestDemandFetchSlots(t *testing.T) {
 	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
 		p.Micro.Rx.DemandFetchSlots, p.Micro.Rx.PrefetchDropBusy, p.Micro.Rx.ColdMissFetch = 0, false, 0
 		p.Micro.Rx.WQECacheSize, p.Micro.Rx.PrefetchMax = 80, 32
+		p.Micro.Rx.FetchSlots, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 3, 0, 0 // the fetcher of then
 	}))
 	own := summarize(runMicro(t, "cx6vpi-200g", w, nil))
 	t.Logf("shared slots: pause %.4f %.1f Gb/s %.1f Mpps; own slots: pause %.4f %.1f Gb/s %.1f Mpps",
@@ -406,7 +412,11 @@ func TestColdMissFetch(t *testing.T) {
 		wl("rc", "send", 511, 2048, 11, 4, 686, 1, 64*kb, []int{46880, 7584, 128, 1920}, DirUni, MemLocal),
 	} {
 		on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
-		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.ColdMissFetch = 0 }))
+		// Counterfactual on the one-at-a-time fetcher the narrowing was made on (fetch-engines and evict-wqe-ns
+		// came later, and absorb the wasted parsing too).
+		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
+			p.Micro.Rx.ColdMissFetch, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 0, 0, 0
+		}))
 		t.Logf("%s %s %d QPs: cold-miss-fetch 1: pause %.4f %.1f Gb/s; 0: pause %.4f %.1f Gb/s", w.QPType, w.Opcode,
 			w.NumQPs, on.pause, on.gbps, off.pause, off.gbps)
 		if on.isPause() || on.isLow() {
@@ -414,6 +424,28 @@ func TestColdMissFetch(t *testing.T) {
 		}
 		if !off.isPause() && !off.isLow() {
 			t.Errorf("%s %s %d QPs with cold-miss-fetch 0: pause %.4f, %.1f Gb/s: want an anomaly", w.QPType, w.Opcode, w.NumQPs, off.pause, off.gbps)
+		}
+	}
+}
+
+// TestFetchEngines: UD receivers of a few QPs with short queues and small messages use every receive WQE they
+// read ahead; parsing one fetch after another at fetch-wqe-ns capped them at 40 M WQEs/s, below the limits
+// (collie reports no receive-WQE anomaly under a 1024-deep queue). With cx6vpi-200g's 8 fetch engines and the
+// cost of a long queue moved to its read-ahead evicted unused (evict-wqe-ns) they stay clean.
+func TestFetchEngines(t *testing.T) {
+	for _, w := range []scenario.Workload{
+		wl("ud", "send", 16, 1024, 16, 1, 128, 1, 64*kb, []int{256}, DirUni, MemLocal),
+		wl("ud", "send", 16, 1024, 16, 1, 256, 1, 64*kb, []int{256}, DirUni, MemLocal),
+	} {
+		on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 0, 0 }))
+		t.Logf("%s %s %d QPs depth %d: 8 engines: pause %.4f %.1f Mpps; one: pause %.4f %.1f Mpps (limit %.1f)", w.QPType,
+			w.Opcode, w.NumQPs, w.WQDepth, on.pause, on.mpps, off.pause, off.mpps, on.limP)
+		if on.isPause() || on.isLow() {
+			t.Errorf("%d QPs depth %d with fetch-engines 8: pause %.4f, %.1f Mpps: want no anomaly", w.NumQPs, w.WQDepth, on.pause, on.mpps)
+		}
+		if !off.isLow() {
+			t.Errorf("%d QPs depth %d with one fetch engine: pause %.4f, %.1f Mpps: want low throughput", w.NumQPs, w.WQDepth, off.pause, off.mpps)
 		}
 	}
 }
@@ -466,8 +498,13 @@ func TestDropBeforeFetch(t *testing.T) {
 // when the slots are busy (prefetch-drop-busy), the messages read their WQEs on demand and far more get through.
 func TestPrefetchDropBusy(t *testing.T) {
 	w := wl("ud", "send", 100, 1024, 2, 3, 41, 1, 64*kb, []int{800, 608}, DirUni, MemLocal)
-	on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
-	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchDropBusy = false }))
+	// On the fetcher the narrowing was made on (3 fetch slots, one fetch parsed at a time): with 6 slots and
+	// 8 parse engines the queued prefetches rarely wait.
+	then := func(p *rnic.Profile) {
+		p.Micro.Rx.FetchSlots, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 3, 0, 0
+	}
+	on := summarize(runMicro(t, "cx6vpi-200g", w, then))
+	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { then(p); p.Micro.Rx.PrefetchDropBusy = false }))
 	t.Logf("prefetch-drop-busy: %.1f Gb/s %.1f Mpps; queued: %.1f Gb/s %.1f Mpps", on.gbps, on.mpps, off.gbps, off.mpps)
 	if on.pause != 0 || off.pause != 0 {
 		t.Errorf("pause %.4f / %.4f: want none (UD drops rather than pauses here)", on.pause, off.pause)

@@ -738,6 +738,12 @@ type MicroRx struct {
 	// BufferCellBytes > 0: the RX buffer is allocated in cells of this size, a frame taking whole cells (0: its
 	// bytes).
 	BufferCellBytes int `yaml:"buffer-cell-bytes"`
+	// FetchEngines > 1: the receive-WQE fetcher parses this many fetches at once, each at fetch-wqe-ns a WQE
+	// (0 or 1: one fetch after another).
+	FetchEngines int `yaml:"fetch-engines"`
+	// EvictWQENs > 0: every receive WQE the cache evicts unused holds its eviction port this long, and a fetch
+	// completes only once the evictions before it are done.
+	EvictWQENs int64 `yaml:"evict-wqe-ns"`
 	// MissFetchDiv > 0: a demand fetch reads wq-depth / miss-fetch-div WQEs, within [miss-fetch, prefetch-max]
 	// (0: miss-fetch WQEs).
 	MissFetchDiv int `yaml:"miss-fetch-div"`
@@ -846,6 +852,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.read-resp-sge-ns", m.Rx.ReadRespSGENs}, {"rx.read-resp-first-ns", m.Rx.ReadRespFirstNs},
 		{"rx.read-resp-span-bytes", int64(m.Rx.ReadRespSpanBytes)},
 		{"rx.data-qpc-miss-slots", int64(m.Rx.DataQPCMissSlots)}, {"rx.fetch-wqe-ns", m.Rx.FetchWQENs},
+		{"rx.fetch-engines", int64(m.Rx.FetchEngines)}, {"rx.evict-wqe-ns", m.Rx.EvictWQENs},
 		{"rx.buffer-cell-bytes", int64(m.Rx.BufferCellBytes)},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.miss-fetch-bytes", int64(m.Rx.MissFetchBytes)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
