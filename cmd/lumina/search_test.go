@@ -75,10 +75,10 @@ func TestSearchProfileFile(t *testing.T) {
 
 // foundAnomaly is what the tests read of one entry of anomalies.json.
 type foundAnomaly struct {
-	Symptom  string           `json:"symptom"`
-	MFS      map[string][]any `json:"mfs"`
-	Scenario string           `json:"scenario"`
-	Counters map[string]int64 `json:"counters"`
+	Symptom  string             `json:"symptom"`
+	MFS      map[string][]any   `json:"mfs"`
+	Scenario string             `json:"scenario"`
+	Counters map[string]float64 `json:"counters"`
 }
 
 func readAnomalies(t *testing.T, dir string) []foundAnomaly {
