@@ -208,7 +208,12 @@ type msim struct {
 	swXoff  int
 	winFrom int64
 	winTo   int64
-	inWin   bool
+	// measurePs is the window's length; warmCapPs > 0 lets the warm-up run on, up to that time, while some
+	// connection has not completed a message yet and more did in the last step (started counts those that
+	// did, lastStarted at the previous step).
+	measurePs, warmCapPs int64
+	started, lastStarted int
+	inWin                bool
 	// delivered counts the messages whose last frame reached the receiver's memory.
 	delivered int32
 	// Staging one connection needs on its data's sender (per SGE stream one packet) and on its receiver.
@@ -240,7 +245,8 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 			return nil, fmt.Errorf("host %c: %w", 'A'+i, err)
 		}
 	}
-	if cfg.WarmupNs <= 0 {
+	adaptive := cfg.WarmupNs <= 0
+	if adaptive {
 		cfg.WarmupNs = defaultWarmupNs(&cfg)
 	}
 	if cfg.MeasureNs <= 0 {
@@ -265,8 +271,11 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 	s := newMSim(&cfg, gbps)
 	s.winFrom = cfg.WarmupNs * psPerNs
 	s.winTo = s.winFrom + cfg.MeasureNs*psPerNs
+	s.measurePs = cfg.MeasureNs * psPerNs
+	if adaptive {
+		s.warmCapPs = maxWarmupNs * psPerNs
+	}
 	s.q.Push(des.Event{At: s.winFrom, Kind: mevWindowStart})
-	s.q.Push(des.Event{At: s.winTo, Kind: mevWindowEnd})
 	for s.q.Len() > 0 {
 		e := s.q.Pop()
 		s.now = e.At
@@ -287,7 +296,7 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 
 // newMSim builds the two hosts and the workload's connections, every queue posted full.
 func newMSim(cfg *WorkloadConfig, gbps float64) *msim {
-	s := &msim{w: &cfg.Workload, linkPsB: psPerByte(gbps), propPs: cfg.PropagationNs * psPerNs,
+	s := &msim{w: &cfg.Workload, lastStarted: -1, linkPsB: psPerByte(gbps), propPs: cfg.PropagationNs * psPerNs,
 		swLatPs: cfg.SwitchLatencyNs * psPerNs, swXoff: cfg.SwitchXoffBytes}
 	for i := range s.hosts {
 		s.hosts[i] = newMHost(i, cfg.Profiles[i], &cfg.Workload)
@@ -300,7 +309,13 @@ func newMSim(cfg *WorkloadConfig, gbps float64) *msim {
 // defaultWarmupNs is 200 us, longer when many QPs must each get a turn before the caches hold their steady
 // state: the initial WQE reads must clear PCIe, and every connection should have sent its largest and an average
 // message at line rate (cold misses of connections not yet seen would otherwise count in the window). At most
-// 2 ms.
+// 2 ms by this estimate.
+//
+// The warm-up then runs on, in steps of warmupStepNs and up to maxWarmupNs, while some connection has not
+// completed a message and others still complete their first: with thousands of QPs every QP's first WQE reads
+// land on the PCIe read channel at once, and the window would otherwise measure that backlog rather than the
+// steady state (Collie measures a workload once its traffic is stable). A connection the steady state starves
+// (no new first completion in a step) does not hold the window back.
 func defaultWarmupNs(cfg *WorkloadConfig) int64 {
 	w := &cfg.Workload
 	conns := w.NumQPs
@@ -322,6 +337,12 @@ func defaultWarmupNs(cfg *WorkloadConfig) int64 {
 	turns := float64(conns) * (mean + largest) * 8 / gbps
 	return min(200_000+int64(max(2*bytes*8/m.PCIe.ReadGbps, turns)), 2_000_000)
 }
+
+// warmupStepNs and maxWarmupNs pace and bound the warm-up's wait for every connection's first completion.
+const (
+	warmupStepNs = 100_000
+	maxWarmupNs  = 4_000_000
+)
 
 func psPerByte(gbps float64) int64 { return max(int64(8000/gbps+0.5), 1) }
 
@@ -372,6 +393,9 @@ func (s *msim) setupConns() {
 		add(0, 1)
 		add(1, 0)
 	case DirLoopback:
+		// The data converges on A (collie A.1 #13, receiving and loopback traffic together): B sends to A and A
+		// to itself. A READ's data flows from responder to requester, so A's requester reads from B and from
+		// itself; a WRITE/SEND's from requester to responder, so B's requester writes to A.
 		add(1, 0)
 		add(0, 0)
 	}
@@ -457,6 +481,15 @@ func (s *msim) dispatch(e *des.Event) {
 		s.arrive(h, e.Arg)
 		s.tryLoop(h)
 	case mevWindowStart:
+		if s.started < len(s.conns) && s.started > s.lastStarted && s.now < s.warmCapPs {
+			// Start-up is not over: some connection has not completed its first message yet (its first WQE
+			// read or payload still waits behind those of thousands of others), and connections still start.
+			s.lastStarted = s.started
+			s.q.Push(des.Event{At: min(s.now+warmupStepNs*psPerNs, s.warmCapPs), Kind: mevWindowStart})
+			return
+		}
+		s.winFrom, s.winTo = s.now, s.now+s.measurePs
+		s.q.Push(des.Event{At: s.winTo, Kind: mevWindowEnd})
 		s.inWin = true
 		for _, h := range s.hosts {
 			h.occAt = s.now
@@ -560,6 +593,9 @@ func (s *msim) fetchWQEs(h *mhost, ci int32, t int64) {
 // complete retires the message of packet pi at its requester and lets the application post again.
 func (s *msim) complete(pi int32) {
 	c := &s.conns[s.pkts[pi].conn]
+	if c.acked == 0 {
+		s.started++
+	}
 	c.acked++
 	c.outstanding--
 	s.post(s.pkts[pi].conn)
@@ -1325,6 +1361,9 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 	case mpAck:
 		// ACKs are cumulative and only ever cover delivered messages, whatever the attempt.
 		for c.acked <= p.msg {
+			if c.acked == 0 {
+				s.started++
+			}
 			c.acked++
 			c.outstanding--
 		}
