@@ -396,7 +396,11 @@ func (s *msim) setupConns() {
 		// The data converges on A (collie A.1 #13, receiving and loopback traffic together): B sends to A and A
 		// to itself. A READ's data flows from responder to requester, so A's requester reads from B and from
 		// itself; a WRITE/SEND's from requester to responder, so B's requester writes to A.
-		add(1, 0)
+		if w.Opcode == "read" {
+			add(0, 1)
+		} else {
+			add(1, 0)
+		}
 		add(0, 0)
 	}
 	s.conns = make([]mconn, len(ps))

@@ -52,3 +52,20 @@ func TestWindowIsOneMessageRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopbackReadConvergesOnA: direction loopback puts the data of both connection sets on A (collie A.1
+// #13: receiving and loopback traffic together). For a READ the data flows from responder to requester, so A
+// reads from B and from itself; B receives only READ requests. #13's trigger as READs pauses on its profile
+// as the WRITEs do.
+func TestLoopbackReadConvergesOnA(t *testing.T) {
+	w := wl("rc", "read", 8, 4096, 16, 1, 128, 32, 4*mb, []int{256 * kb}, DirLoopback, MemLocal)
+	r := runMicro(t, "cx6vpi-200g", w, nil)
+	a, b := r.Hosts[0], r.Hosts[1]
+	if a.GoodRxBytes == 0 || b.GoodRxBytes != 0 || b.GoodTxBytes == 0 {
+		t.Errorf("loopback READ: A placed %d B, B placed %d B and sent %d B: want the data on A only, part of it from B",
+			a.GoodRxBytes, b.GoodRxBytes, b.GoodTxBytes)
+	}
+	if s := summarize(r); !s.isPause() {
+		t.Errorf("#13's trigger as READs: pause %.4f, want > 0.001 (A receives B's responses and its own)", s.pause)
+	}
+}
