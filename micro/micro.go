@@ -119,8 +119,8 @@ type WorkloadResult struct {
 	// in packets of the workload's mean wire size).
 	LimitGbps, LimitMpps float64
 	// WindowGbps and WindowMpps bound what the workload itself can carry: its outstanding work requests
-	// (QPs x queue depth, READs capped at the QP's read limit) over one unloaded round trip of a message through
-	// the model's fixed latencies (WindowRTTNs). A workload that keeps too little in flight to fill the link is
+	// (QPs x queue depth, READs capped at the QP's read limit) over one unloaded round trip of a message
+	// (WindowRTTNs: the model itself, one connection with one message in flight). A workload that keeps too little in flight to fill the link is
 	// slow by design, not because of the NIC.
 	WindowGbps, WindowMpps float64
 	WindowRTTNs            float64
