@@ -218,6 +218,8 @@ type msim struct {
 	inWin                bool
 	// delivered counts the messages whose last frame reached the receiver's memory.
 	delivered int32
+	// patBytes and patPkts are one pass over the message sizes: data frames' wire bytes and count (result).
+	patBytes, patPkts float64
 	// Staging one connection needs on its data's sender (per SGE stream one packet) and on its receiver.
 	stageTx, stageRx int64
 	maxMsgBytes      int // the largest message (maxMsg; 0 until asked)
@@ -1825,6 +1827,7 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 			ctrlNs += float64(k) * max(float64(wire)*8/gbps, gapNs)
 		}
 	}
+	s.patBytes, s.patPkts = bytes, pkts
 	lineMpps := gbps * 1e3 / 8 / (bytes / pkts)
 	r.LimitMpps = min(lineMpps, maxMpps)
 	if wireNs := bytes * 8 / gbps; ctrlNs > 0 || (extraNs > 0 && wireBound) {
@@ -1847,15 +1850,7 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 // (r.WindowRTTNs): its messages in flight (QPs x queue depth, READs capped at the QP's read limit), each
 // the pattern's mean wire bytes and packets, once per round trip.
 func (s *msim) window(r *WorkloadResult) {
-	var bytes, pkts float64
-	for _, sz := range s.w.MsgSizes {
-		if s.w.QPType == "ud" {
-			sz = min(sz, s.w.MTU)
-		}
-		n := roce.PacketsPerMessage(sz, s.w.MTU)
-		bytes += float64(sz + n*mHdrBytes)
-		pkts += float64(n)
-	}
+	bytes, pkts := s.patBytes, s.patPkts
 	inflight := float64(s.w.NumQPs * s.w.WQDepth)
 	if s.w.Opcode == "read" {
 		inflight = float64(s.w.NumQPs * min(s.w.WQDepth, mMaxRdAtom))
