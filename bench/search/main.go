@@ -127,6 +127,8 @@ func run(profile string, seeds, budget, points, refBudget int, svgPath string) e
 		return err
 	}
 	fmt.Printf("profile %s, %d seeds, budget %d evaluations, %d anomalies to find\n\n", profile, seeds, budget, len(names))
+	fi, err := os.Stderr.Stat()
+	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
 	var curves []*curve
 	for _, v := range variants {
 		c := &curve{v: v}
@@ -150,7 +152,16 @@ func run(profile string, seeds, budget, points, refBudget int, svgPath string) e
 				}
 			}
 			c.foundAt = append(c.foundAt, f)
+			if tty {
+				fmt.Fprintf(os.Stderr, "\r%-14s seed %d/%d, %s", v.name, s, seeds, c.wall.Round(time.Second))
+			}
 		}
+		// Progress on stderr, a line per contender: the whole comparison takes minutes on a profile.
+		if tty {
+			fmt.Fprint(os.Stderr, "\r")
+		}
+		fmt.Fprintf(os.Stderr, "%-14s %d seeds in %s, %.0f evaluations/s\n", v.name, seeds, c.wall.Round(time.Second),
+			float64(c.evals)/c.wall.Seconds())
 		curves = append(curves, c)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
