@@ -162,10 +162,10 @@ type mhost struct {
 	cacheUsed  int     // receive WQEs cached (all QPs)
 	holders    []int32 // connections with cached receive WQEs
 	// Receive-WQE fetches in flight and waiting (connection, count).
-	fetchActive    int
-	fetchEngFree   int64   // the receive-WQE fetcher is busy until then (rx.fetch-wqe-ns)
-	fetchEngs      []int64 // with rx.fetch-engines > 1: when each parse engine is free
-	evictFree      int64   // the receive-WQE cache's eviction port is busy until then (rx.evict-wqe-ns)
+	fetchActive int
+	// When each of the receive-WQE fetcher's parse engines (rx.fetch-engines, at least one) is free.
+	fetchEngs      []int64
+	evictFree      int64 // the receive-WQE cache's eviction port is busy until then (rx.evict-wqe-ns)
 	fetchQ, fetchN des.Ring[int32]
 	// Demand fetches in flight and waiting when they have slots of their own (rx.demand-fetch-slots).
 	demandActive     int
@@ -218,8 +218,6 @@ type msim struct {
 	inWin                bool
 	// delivered counts the messages whose last frame reached the receiver's memory.
 	delivered int32
-	// patBytes and patPkts are one pass over the message sizes: data frames' wire bytes and count (result).
-	patBytes, patPkts float64
 	// Staging one connection needs on its data's sender (per SGE stream one packet) and on its receiver.
 	stageTx, stageRx int64
 	maxMsgBytes      int // the largest message (maxMsg; 0 until asked)
@@ -293,10 +291,7 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 		}
 		s.dispatch(&e)
 	}
-	r := s.result(gbps)
-	r.WindowRTTNs = unloadedRTTNs(&cfg, gbps)
-	s.window(r)
-	return r, nil
+	return s.result(gbps, unloadedRTTNs(&cfg, gbps)), nil
 }
 
 // newMSim builds the two hosts and the workload's connections, every queue posted full.
@@ -612,13 +607,18 @@ func (s *msim) fetchWQEs(h *mhost, ci int32, t int64) {
 
 // complete retires the message of packet pi at its requester and lets the application post again.
 func (s *msim) complete(pi int32) {
-	c := &s.conns[s.pkts[pi].conn]
+	s.retire(&s.conns[s.pkts[pi].conn])
+	s.post(s.pkts[pi].conn)
+}
+
+// retire counts one more message of the connection completed (and the connection started, for the warm-up,
+// at its first).
+func (s *msim) retire(c *mconn) {
 	if c.acked == 0 {
 		s.started++
 	}
 	c.acked++
 	c.outstanding--
-	s.post(s.pkts[pi].conn)
 }
 
 // --- transmit path ---
@@ -1389,11 +1389,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 	case mpAck:
 		// ACKs are cumulative and only ever cover delivered messages, whatever the attempt.
 		for c.acked <= p.msg {
-			if c.acked == 0 {
-				s.started++
-			}
-			c.acked++
-			c.outstanding--
+			s.retire(c)
 		}
 		s.post(p.conn)
 		s.release(h, pi)
@@ -1620,9 +1616,9 @@ func (s *msim) issueRQFetch(h *mhost, ci int32, n int, demand bool) {
 		h.fetchActive++
 	}
 	done := s.pcieRead(h, s.now, n*s.w.SGE*h.m.Rx.WQEBytes, false)
-	if c := h.m.Rx.FetchWQENs; c > 0 && h.m.Rx.FetchEngines > 1 {
+	if c := h.m.Rx.FetchWQENs; c > 0 {
 		if h.fetchEngs == nil {
-			h.fetchEngs = make([]int64, h.m.Rx.FetchEngines)
+			h.fetchEngs = make([]int64, max(h.m.Rx.FetchEngines, 1))
 		}
 		k := 0
 		for i, f := range h.fetchEngs {
@@ -1632,9 +1628,6 @@ func (s *msim) issueRQFetch(h *mhost, ci int32, n int, demand bool) {
 		}
 		h.fetchEngs[k] = max(s.now, h.fetchEngs[k]) + int64(n)*c*psPerNs
 		done = max(done, h.fetchEngs[k])
-	} else if c > 0 {
-		h.fetchEngFree = max(s.now, h.fetchEngFree) + int64(n)*c*psPerNs
-		done = max(done, h.fetchEngFree)
 	}
 	if h.m.Rx.EvictWQENs > 0 {
 		done = max(done, h.evictFree)
@@ -1786,8 +1779,8 @@ func (s *msim) recvConsumed(h *mhost, ci int32) {
 	}
 }
 
-// result closes the window's integrals and derives the limits.
-func (s *msim) result(gbps float64) *WorkloadResult {
+// result closes the window's integrals and derives the limits, the window's from the unloaded round trip rttNs.
+func (s *msim) result(gbps, rttNs float64) *WorkloadResult {
 	r := &WorkloadResult{WindowNs: (s.winTo - s.winFrom) / psPerNs, LimitGbps: gbps, Events: s.events}
 	for i, h := range s.hosts {
 		if h.xoff {
@@ -1827,7 +1820,6 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 			ctrlNs += float64(k) * max(float64(wire)*8/gbps, gapNs)
 		}
 	}
-	s.patBytes, s.patPkts = bytes, pkts
 	lineMpps := gbps * 1e3 / 8 / (bytes / pkts)
 	r.LimitMpps = min(lineMpps, maxMpps)
 	if wireNs := bytes * 8 / gbps; ctrlNs > 0 || (extraNs > 0 && wireBound) {
@@ -1843,20 +1835,16 @@ func (s *msim) result(gbps float64) *WorkloadResult {
 			r.LimitMpps = min(r.LimitMpps, q*float64(s.w.NumQPs))
 		}
 	}
-	return r
-}
-
-// window derives what the workload's own outstanding work can carry from the unloaded round trip
-// (r.WindowRTTNs): its messages in flight (QPs x queue depth, READs capped at the QP's read limit), each
-// the pattern's mean wire bytes and packets, once per round trip.
-func (s *msim) window(r *WorkloadResult) {
-	bytes, pkts := s.patBytes, s.patPkts
+	// What the workload's own outstanding work carries: its messages in flight (QPs x queue depth, READs capped
+	// at the QP's read limit), each the pattern's mean wire bytes and packets, once per unloaded round trip.
+	r.WindowRTTNs = rttNs
 	inflight := float64(s.w.NumQPs * s.w.WQDepth)
 	if s.w.Opcode == "read" {
 		inflight = float64(s.w.NumQPs * min(s.w.WQDepth, mMaxRdAtom))
 	}
 	r.WindowGbps = inflight * bytes / float64(len(s.w.MsgSizes)) * 8 / r.WindowRTTNs
 	r.WindowMpps = inflight * pkts / float64(len(s.w.MsgSizes)) * 1e3 / r.WindowRTTNs
+	return r
 }
 
 // reverseCtrl is what a message of n data frames puts on the wire that carries the data of the other
