@@ -106,7 +106,7 @@ func Open(path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("the run history %s: %w", path, err)
 	}
-	name, err := dsn(path, "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate")
+	name, err := dsn(path, "_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("the run history %s: %w", path, err)
 	}
@@ -115,6 +115,10 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("the run history %s: %w", path, err)
 	}
 	d := &DB{db: db, Path: path}
+	if err := d.walMode(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("the run history %s: %w", path, err)
+	}
 	if err := d.migrate(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("the run history %s: %w", path, err)
@@ -177,6 +181,29 @@ func (d *DB) checkSchema() error {
 	}
 	return nil
 }
+
+// walMode puts the database in WAL mode (a setting kept in the file). With several connections opening a new
+// history at the same moment (parallel `lumina run`s), SQLite can refuse the switch with SQLITE_BUSY at once,
+// busy_timeout not waited (TestConcurrentWriters failed so in 11 of 300 runs when the switch was a connection
+// pragma), so a refused switch is tried again, for as long as busy_timeout would have waited.
+func (d *DB) walMode() error {
+	deadline := time.Now().Add(10 * time.Second)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		var mode string
+		err := d.db.QueryRow(`PRAGMA journal_mode = WAL`).Scan(&mode)
+		var se *sqlite.Error
+		if err == nil && mode != "wal" {
+			return fmt.Errorf("SQLite kept journal mode %q where WAL was asked", mode)
+		}
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqliteBusy || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+	}
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary code of every busy result.
+const sqliteBusy = 5
 
 func (d *DB) migrate() error {
 	tx, err := d.db.Begin()
