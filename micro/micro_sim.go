@@ -183,6 +183,9 @@ type mhost struct {
 	// each write TLP (host.gpu-same-switch-write-tlp-ns).
 	pathTLPBytes int
 	pathWrTLPPs  int64
+	// rdPsB, wrPsB: the PCIe link's picoseconds per byte of reads and of writes (with pcie.write-tlp-bytes, per
+	// byte of payload and TLP header).
+	rdPsB, wrPsB int64
 	// Packet staging the connections with data in flight need on this NIC (sending and receiving).
 	stageDemand int64
 	// readers: connections with READs in flight from this NIC (their responses arrive interleaved).
@@ -372,6 +375,11 @@ func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 	}
 	if m.Host.DuplexPath && h.pathWrPsPerB == 0 {
 		h.pathWrPsPerB = h.pathPsPerB // writes flow the other way: they do not wait behind the reads booked
+	}
+	h.rdPsB, h.wrPsB = psPerByte(m.PCIe.ReadGbps), psPerByte(m.PCIe.WriteGbps)
+	if hb := m.PCIe.WriteTLPBytes; hb > 0 {
+		// Each TLP's header at the raw rate, which carries full TLPs' payload at write-gbps.
+		h.wrPsB = psPerByte(m.PCIe.WriteGbps * float64(pathTLPPayload+hb) / pathTLPPayload)
 	}
 	return h
 }
@@ -921,7 +929,7 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 	if !payload {
 		// Context, translation and WQE reads are arbitrated ahead of payload reads: they take the link's
 		// bandwidth from the payload queue rather than waiting behind the payload bytes already queued.
-		xfer := int64(n) * psPerByte(m.ReadGbps)
+		xfer := int64(n) * h.rdPsB
 		h.rdFree = max(s.now, h.rdFree) + xfer
 		return max(t, s.now) + xfer + m.ReadLatencyNs*psPerNs
 	}
@@ -935,7 +943,7 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 	}
 	// The channel's bandwidth is booked from now, so a read issued for later (after a tag frees) leaves no idle
 	// gap that reads issued meanwhile could not use; the read still ends no earlier than its issue time allows.
-	xfer := int64(n) * psPerByte(m.ReadGbps)
+	xfer := int64(n) * h.rdPsB
 	h.rdFree = max(s.now, h.rdFree) + xfer
 	end := max(h.rdFree, t+xfer)
 	lat := m.ReadLatencyNs * psPerNs
@@ -970,10 +978,9 @@ func (s *msim) pcieWrite(h *mhost, t int64, n int, p *mpkt) int64 {
 	}
 	start := max(t, h.wrFree)
 	if hb := m.WriteTLPBytes; hb > 0 {
-		// Each TLP's header at the raw rate, which carries full TLPs' payload at write-gbps.
-		h.wrFree = start + int64(n+hb*tlps(n))*psPerByte(m.WriteGbps*float64(pathTLPPayload+hb)/pathTLPPayload)
+		h.wrFree = start + int64(n+hb*tlps(n))*h.wrPsB
 	} else {
-		h.wrFree = start + int64(n)*psPerByte(m.WriteGbps)
+		h.wrFree = start + int64(n)*h.wrPsB
 	}
 	end := h.wrFree
 	if h.pathWrPsPerB > 0 {
@@ -1309,7 +1316,7 @@ func (s *msim) startRx(h *mhost) {
 				if h.m.Tx.BurstWQEs > 0 {
 					q = min(q, h.burstBytes)
 				}
-				issue = max(start, min(h.rdFree, start+int64(q)*psPerByte(pc.ReadGbps)))
+				issue = max(start, min(h.rdFree, start+int64(q)*h.rdPsB))
 			}
 			done := s.pcieRead(h, issue, h.m.Cache.QPCBytes, false)
 			slots := r.QPCMissSlots
