@@ -1278,8 +1278,9 @@ func (s *msim) startRx(h *mhost) {
 		}
 	}
 	start := max(s.now, h.ppFree)
-	if r.ReadRespPerPacketQPC && p.kind == mpReadResp && !p.first() && h.readers > h.m.Cache.QPCEntries &&
-		min(s.w.WQEBatch, wqeFetchMax) >= r.ReadRespQPCBatch {
+	perPacketQPC := r.ReadRespPerPacketQPC && p.kind == mpReadResp && h.readers > h.m.Cache.QPCEntries &&
+		min(s.w.WQEBatch, wqeFetchMax) >= r.ReadRespQPCBatch
+	if perPacketQPC && !p.first() {
 		// Every response packet needs its QP's read state; with the responses of more QPs than the context cache
 		// holds arriving interleaved packet by packet, each one misses.
 		if s.inWin {
@@ -1315,7 +1316,10 @@ func (s *msim) startRx(h *mhost) {
 			slots := r.QPCMissSlots
 			// A read queued behind payload reads holds one of the qpc-miss-slots; the others of received
 			// data go on the context fetcher's own slots (data-qpc-miss-slots).
-			if p.kind == mpData && r.DataQPCMissSlots > 0 && issue == start {
+			// With rx.read-resp-context-data-slots a READ response's does too, unless its QP's read state is
+			// looked up packet by packet (then the first packet's miss is that lookup's too).
+			if (p.kind == mpData || p.kind == mpReadResp && r.ReadRespContextDataSlots && !perPacketQPC) &&
+				r.DataQPCMissSlots > 0 && issue == start {
 				slots = r.DataQPCMissSlots
 			}
 			if p.kind == mpData && r.DataQPCMissSlots > 0 && issue > start && h.m.PCIe.RxReadQueueRelease {

@@ -115,6 +115,11 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#16 with MTU 4096", 16, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
 		{"#16 with 128 QPs", 16, func(w *scenario.Workload) { w.NumQPs = 128 }, nil},
 		{"#16 with batch 4", 16, func(w *scenario.Workload) { w.WQEBatch = 4 }, nil},
+		// A response message's first-packet context miss is fetched on the data slots (rx.read-resp-context-data-slots):
+		// loopback READ of 666 QPs (1,332 requesters on A) with batch 7 at MTU 512 fits the processor.
+		{"#16 with batch 7, 666 QPs, MTU 512, 928 B and loopback", 16, func(w *scenario.Workload) {
+			w.WQEBatch, w.NumQPs, w.MTU, w.WQDepth, w.SGE, w.MsgSizes, w.Direction = 7, 666, 512, 21, 3, []int{928}, DirLoopback
+		}, nil},
 		// The initial fill of 2000 QPs x 512 WQEs costs one doorbell per QP (tx.doorbell-coalesce), not 4 ms of
 		// doorbells that outlast the warm-up.
 		{"#16 with batch 1, 2000 QPs, a 512-deep queue and [256 B, 32 KB]", 16, func(w *scenario.Workload) {
@@ -703,5 +708,18 @@ func TestBufferCells(t *testing.T) {
 	}
 	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.BufferCellBytes = 0 })); s.isPause() {
 		t.Errorf("p2100g without buffer-cell-bytes: pause %.4f, want none", s.pause)
+	}
+}
+
+// TestReadRespContextDataSlots: on p2100g the context miss of a READ response's first packet goes on the data
+// slots (rx.read-resp-context-data-slots); loopback RC READ of 666 QPs with batch 7 and 928 B at MTU 512 runs clean
+// (collie A.2 #16 needs batch >= 8), and with those misses on the 16 qpc-miss-slots it pauses.
+func TestReadRespContextDataSlots(t *testing.T) {
+	w := wl("rc", "read", 666, 512, 7, 3, 21, 23, 1704*kb, []int{928}, DirLoopback, MemLocal)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.ReadRespContextDataSlots = false })); !s.isPause() {
+		t.Errorf("p2100g without read-resp-context-data-slots: pause %.4f, want > 0.001", s.pause)
 	}
 }

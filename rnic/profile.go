@@ -705,6 +705,11 @@ type MicroRx struct {
 	// DataQPCMissSlots: QP-context misses of received WRITE/SEND data handled at once, when the NIC fetches the
 	// contexts of received data apart from those of READ responses (0: qpc-miss-slots for every packet).
 	DataQPCMissSlots int `yaml:"data-qpc-miss-slots"`
+	// ReadRespContextDataSlots: with data-qpc-miss-slots, the context miss of a READ response message's first
+	// packet is fetched on those slots too, as received WRITE/SEND data's, unless its QP's read state is looked
+	// up packet by packet (read-resp-per-packet-qpc applies): those lookups, the first packet's included, stay on
+	// qpc-miss-slots (false: every READ-response miss does).
+	ReadRespContextDataSlots bool `yaml:"read-resp-context-data-slots"`
 	// RCDataNs is an RC data packet's extra time on the packet processor over a UC one (PSN and acknowledgement
 	// state), added to write-ns or send-ns.
 	RCDataNs int64 `yaml:"rc-data-ns"`
