@@ -189,6 +189,8 @@ type mhost struct {
 	readers int
 	// burstBytes: the payload bytes of the doorbell whose context was loaded last (tx.burst-wqes).
 	burstBytes int
+	// txRCData: this NIC transmits RC data frames (WRITE/SEND data, READ responses) of some connection.
+	txRCData bool
 }
 
 // msim is one workload run.
@@ -409,6 +411,11 @@ func (s *msim) setupConns() {
 		c.req, c.resp = p.req, p.resp
 		s.hosts[c.req].qps++
 		s.hosts[c.resp].qps++
+		if w.Opcode == "read" {
+			s.hosts[c.resp].txRCData = w.QPType == "rc"
+		} else {
+			s.hosts[c.req].txRCData = w.QPType == "rc"
+		}
 		if w.Opcode == "send" {
 			c.rqAvail = w.WQDepth
 			s.rqPrefetch(s.hosts[c.resp], int32(i))
@@ -1359,6 +1366,9 @@ func (s *msim) rcStateNs(h *mhost, p *mpkt) int64 {
 	}
 	if b := h.m.Rx.RCStateBatch; b > 0 && min(s.w.WQEBatch, wqeFetchMax) < b {
 		return 0 // no read-ahead rides with the state: only the PSN line moves, hidden behind the frame
+	}
+	if h.m.Rx.RCStateSenderOnly && !h.txRCData {
+		return 0 // only receive state in the slots: no read-ahead to move
 	}
 	return h.m.Rx.RCStateMissNs
 }

@@ -128,6 +128,12 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#15 with 8 QPs", 15, func(w *scenario.Workload) { w.NumQPs = 8 }, nil},
 		{"#18 one direction", 18, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#18 with batch 8", 18, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
+		// Only a NIC that sends RC data swaps a read-ahead (rx.rc-state-sender-only): one-way RC SEND of small
+		// messages at 15 Mpps fits the receiver's processor.
+		{"#18 one direction as RC SEND of 113 QPs, batch 21, 64/224 B at MTU 512", 18, func(w *scenario.Workload) {
+			w.Opcode, w.Direction, w.NumQPs, w.MTU, w.WQEBatch, w.WQDepth, w.SGE = "send", DirUni, 113, 512, 21, 71, 3
+			w.MsgSizes = []int{64, 224}
+		}, nil},
 		// #18 as RC READ (rx.rc-state-read-resp): one way, or with a small batch, the responses fit the processor.
 		{"#18 as RC READ one direction", 18, func(w *scenario.Workload) { w.Opcode, w.Direction = "read", DirUni }, nil},
 		{"#18 as RC READ with batch 8", 18, func(w *scenario.Workload) { w.Opcode, w.WQEBatch = "read", 8 }, nil},
@@ -721,5 +727,18 @@ func TestReadRespContextDataSlots(t *testing.T) {
 	}
 	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.ReadRespContextDataSlots = false })); !s.isPause() {
 		t.Errorf("p2100g without read-resp-context-data-slots: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestRCStateSenderOnly: on p2100g only a NIC that transmits RC data pays the RC-state swap
+// (rx.rc-state-sender-only); one-way RC SEND of 113 QPs with batch 21 and 64/224 B messages at MTU 512 runs clean,
+// and with the receiver paying it too it pauses. #18's bidirectional trigger pauses either way (TestCollieAnomalies).
+func TestRCStateSenderOnly(t *testing.T) {
+	w := wl("rc", "send", 113, 512, 21, 3, 71, 119, 84*kb, []int{64, 224}, DirUni, MemGPUSameSwitch)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.RCStateSenderOnly = false })); !s.isPause() {
+		t.Errorf("p2100g without rc-state-sender-only: pause %.4f, want > 0.001", s.pause)
 	}
 }

@@ -722,6 +722,10 @@ type MicroRx struct {
 	// when its doorbells announce at least this many WQEs at once (one WQE read takes up to 16); with smaller
 	// batches only the PSN state moves and the swap is hidden (0: every batch).
 	RCStateBatch int `yaml:"rc-state-batch"`
+	// RCStateSenderOnly: the swap costs rc-state-miss-ns only on a NIC that transmits RC data (WRITE/SEND data or
+	// READ responses) itself, whose state slots then hold QPs carrying a WQE read-ahead; on a NIC that only
+	// receives RC data the slots hold receive state alone and the swap is hidden (false: on every NIC).
+	RCStateSenderOnly bool `yaml:"rc-state-sender-only"`
 	// ReadRespPerPacketQPC: every READ response packet needs its QP's context (read state), not only a
 	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
 	// interleaves its QPs packet by packet) each such packet misses.
