@@ -1286,7 +1286,7 @@ func (s *msim) startRx(h *mhost) {
 	}
 	start := max(s.now, h.ppFree)
 	perPacketQPC := r.ReadRespPerPacketQPC && p.kind == mpReadResp && h.readers > h.m.Cache.QPCEntries &&
-		min(s.w.WQEBatch, wqeFetchMax) >= r.ReadRespQPCBatch
+		min(s.w.WQEBatch, wqeFetchMax) >= r.ReadRespQPCBatch && (r.ReadRespQPCMaxMTU == 0 || s.w.MTU <= r.ReadRespQPCMaxMTU)
 	if perPacketQPC && !p.first() {
 		// Every response packet needs its QP's read state; with the responses of more QPs than the context cache
 		// holds arriving interleaved packet by packet, each one misses.

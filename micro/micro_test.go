@@ -113,6 +113,12 @@ func TestAnomalyMechanisms(t *testing.T) {
 		}, nil},
 		{"#13 without loopback", 13, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#16 with MTU 4096", 16, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
+		// Packets over 1 KB cover the read-state lookup (rx.read-resp-qpc-max-mtu): at MTU 2048 both ways, 272 QPs
+		// with batch 26 fit the processor.
+		{"#16 with MTU 2048, 272 QPs each way, batch 26", 16, func(w *scenario.Workload) {
+			w.MTU, w.NumQPs, w.WQEBatch, w.SGE, w.WQDepth, w.Direction = 2048, 272, 26, 4, 42, DirBi
+			w.NumMRs, w.MRSize, w.MsgSizes, w.Memory = 17, 28*kb, []int{288, 3968, 384}, MemRemoteNUMA
+		}, nil},
 		{"#16 with 128 QPs", 16, func(w *scenario.Workload) { w.NumQPs = 128 }, nil},
 		{"#16 with batch 4", 16, func(w *scenario.Workload) { w.WQEBatch = 4 }, nil},
 		// A response message's first-packet context miss is fetched on the data slots (rx.read-resp-context-data-slots):
@@ -740,5 +746,18 @@ func TestRCStateSenderOnly(t *testing.T) {
 	}
 	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.RCStateSenderOnly = false })); !s.isPause() {
 		t.Errorf("p2100g without rc-state-sender-only: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestReadRespQPCMaxMTU: p2100g looks a READ response packet's read state up only at MTU <= 1 KB
+// (rx.read-resp-qpc-max-mtu; collie A.2 #16 needs a small MTU); bidirectional RC READ of 272 QPs with batch 26 at
+// MTU 2048 runs clean, and with every MTU looking up it pauses.
+func TestReadRespQPCMaxMTU(t *testing.T) {
+	w := wl("rc", "read", 272, 2048, 26, 4, 42, 17, 28*kb, []int{288, 3968, 384}, DirBi, MemRemoteNUMA)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.ReadRespQPCMaxMTU = 0 })); !s.isPause() {
+		t.Errorf("p2100g without read-resp-qpc-max-mtu: pause %.4f, want > 0.001", s.pause)
 	}
 }

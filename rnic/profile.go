@@ -734,6 +734,9 @@ type MicroRx struct {
 	// (its batch, up to one WQE read of 16): the QP's read state for that many READs in flight together
 	// outgrows what the first packet's context fetch brings in (0: every batch).
 	ReadRespQPCBatch int `yaml:"read-resp-qpc-batch"`
+	// ReadRespQPCMaxMTU > 0: with read-resp-per-packet-qpc, only at an MTU of at most this many bytes; the
+	// placement of larger packets covers the read-state lookup (0: every MTU).
+	ReadRespQPCMaxMTU int `yaml:"read-resp-qpc-max-mtu"`
 	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has messages waiting for one (the
 	// first frames parked; a message's later frames need none), within prefetch-max, so a QP's backlog waits
 	// for one PCIe read, not one per message.
@@ -868,6 +871,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
 		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)}, {"rx.read-resp-qpc-batch", int64(m.Rx.ReadRespQPCBatch)},
+		{"rx.read-resp-qpc-max-mtu", int64(m.Rx.ReadRespQPCMaxMTU)},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},
