@@ -1576,7 +1576,11 @@ func (s *msim) goBack(h *mhost, ci, msg int32) {
 // more for a long queue (depth / prefetch-div), within [prefetch-min, prefetch-max].
 func (s *msim) prefetchSize(h *mhost) int {
 	r := &h.m.Rx
-	return min(max(s.w.WQEBatch, s.w.WQDepth/r.PrefetchDiv, r.PrefetchMin), r.PrefetchMax)
+	n := min(max(s.w.WQEBatch, s.w.WQDepth/r.PrefetchDiv, r.PrefetchMin), r.PrefetchMax)
+	if d := r.PrefetchDepthDiv; d > 0 {
+		n = min(n, max(s.w.WQDepth/d, s.w.WQEBatch, 1)) // a short queue: its doorbell's batch, or a share of its depth
+	}
+	return n
 }
 
 // rqPrefetch runs on a receive doorbell: it reads ahead the next uncached receive WQEs of the connection when

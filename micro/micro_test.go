@@ -132,6 +132,11 @@ func TestAnomalyMechanisms(t *testing.T) {
 			w.WQEBatch, w.NumQPs, w.WQDepth, w.MsgSizes = 1, 2000, 512, []int{256, 32 * kb}
 		}, nil},
 		{"#15 with 8 QPs", 15, func(w *scenario.Workload) { w.NumQPs = 8 }, nil},
+		// A short queue is read ahead an eighth of its depth (rx.prefetch-depth-div): 62 QPs each way with a 15-deep
+		// queue and batch 1 do not thrash the fetcher with read-aheads evicted unused.
+		{"#15 with 62 QPs each way and a 15-deep queue", 15, func(w *scenario.Workload) {
+			w.NumQPs, w.WQDepth, w.Direction, w.SGE, w.MsgSizes = 62, 15, DirBi, 2, []int{832, 32, 704, 160, 192}
+		}, nil},
 		{"#18 one direction", 18, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#18 with batch 8", 18, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
 		// Only a NIC that sends RC data swaps a read-ahead (rx.rc-state-sender-only): one-way RC SEND of small
@@ -759,5 +764,18 @@ func TestReadRespQPCMaxMTU(t *testing.T) {
 	}
 	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.ReadRespQPCMaxMTU = 0 })); !s.isPause() {
 		t.Errorf("p2100g without read-resp-qpc-max-mtu: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestPrefetchDepthDiv: p2100g reads a short receive queue ahead by an eighth of its depth
+// (rx.prefetch-depth-div; collie A.2 #15 needs a WQ >= 64); UD of 62 QPs each way with a 15-deep queue and batch 1
+// runs clean, and reading 8 ahead (prefetch-min) it pauses.
+func TestPrefetchDepthDiv(t *testing.T) {
+	w := wl("ud", "send", 62, 2048, 1, 2, 15, 126, 3400*kb, []int{832, 32, 704, 160, 192}, DirBi, MemRemoteNUMA)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchDepthDiv = 0 })); !s.isPause() {
+		t.Errorf("p2100g without prefetch-depth-div: pause %.4f, want > 0.001", s.pause)
 	}
 }

@@ -763,6 +763,9 @@ type MicroRx struct {
 	// each WQE posting a buffer of the workload's largest message (UD: at most the MTU), at least one (0: no
 	// bound beyond prefetch-max).
 	MissFetchBytes int `yaml:"miss-fetch-bytes"`
+	// PrefetchDepthDiv > 0: a receive doorbell reads ahead no more than wq-depth / prefetch-depth-div WQEs, at
+	// least one (0: prefetch-min..prefetch-max alone, whatever the depth).
+	PrefetchDepthDiv int `yaml:"prefetch-depth-div"`
 	// WholeQPCache: the receive-WQE cache holds QPs rather than WQEs: making room evicts a QP's WQEs all at
 	// once, and a receive doorbell prefetches only for a QP in the cache (the others are read on demand when
 	// their next message arrives).
@@ -867,6 +870,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.fetch-engines", int64(m.Rx.FetchEngines)}, {"rx.evict-wqe-ns", m.Rx.EvictWQENs},
 		{"rx.buffer-cell-bytes", int64(m.Rx.BufferCellBytes)},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.miss-fetch-bytes", int64(m.Rx.MissFetchBytes)},
+		{"rx.prefetch-depth-div", int64(m.Rx.PrefetchDepthDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
