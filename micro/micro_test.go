@@ -226,7 +226,7 @@ func TestLoopbackYields(t *testing.T) {
 	}
 }
 
-// TestLoopbackXoffNarrow: p2100g's loopback crosses only while its RX buffer holds less than 4 KB; UD loopback of
+// TestLoopbackXoffNarrow: p2100g's loopback crosses only while its RX buffer holds less than 8 KB; UD loopback of
 // many QPs (each message reloads its QP's receive WQEs) then stays clean, while with 24 KB the loopback frames
 // admitted hold the processor and the receive-WQE fetcher long enough for the wire's frames to reach XOFF.
 // (1000 QPs: with 4905 the pause at 16 KB came from the start of the run, when the initial fill's doorbells were
@@ -777,5 +777,18 @@ func TestPrefetchDepthDiv(t *testing.T) {
 	}
 	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchDepthDiv = 0 })); !s.isPause() {
 		t.Errorf("p2100g without prefetch-depth-div: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestLoopbackXoffShare: p2100g's loopback crosses while the RX buffer holds less than 8 KB, so A's own loopback
+// QPs share its receive path with B's: UD loopback of 22 QPs each (44 on A, collie A.2 #15's total of >= 32 with a
+// long WQ) pauses on the receive-WQE cache, and at 4 KB, where one wire frame held loopback back, A met only B's 22.
+func TestLoopbackXoffShare(t *testing.T) {
+	w := wl("ud", "send", 22, 2048, 32, 3, 272, 19, 504*kb, []int{320, 352, 1312, 256, 32}, DirLoopback, MemLocal)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); !s.isPause() {
+		t.Errorf("p2100g: UD loopback of 22 QPs each, 272-deep queue: pause %.4f, want > 0.001", s.pause)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 4 * kb })); s.isPause() {
+		t.Errorf("p2100g with loopback-xoff-bytes 4 KB: pause %.4f, want none", s.pause)
 	}
 }
