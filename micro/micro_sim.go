@@ -192,6 +192,8 @@ type mhost struct {
 	readers int
 	// burstBytes: the payload bytes of the doorbell whose context was loaded last (tx.burst-wqes).
 	burstBytes int
+	// txRCData: this NIC transmits RC data frames (WRITE/SEND data, READ responses) of some connection.
+	txRCData bool
 }
 
 // msim is one workload run.
@@ -417,6 +419,11 @@ func (s *msim) setupConns() {
 		c.req, c.resp = p.req, p.resp
 		s.hosts[c.req].qps++
 		s.hosts[c.resp].qps++
+		if w.Opcode == "read" {
+			s.hosts[c.resp].txRCData = w.QPType == "rc"
+		} else {
+			s.hosts[c.req].txRCData = w.QPType == "rc"
+		}
 		if w.Opcode == "send" {
 			c.rqAvail = w.WQDepth
 			s.rqPrefetch(s.hosts[c.resp], int32(i))
@@ -1285,8 +1292,9 @@ func (s *msim) startRx(h *mhost) {
 		}
 	}
 	start := max(s.now, h.ppFree)
-	if r.ReadRespPerPacketQPC && p.kind == mpReadResp && !p.first() && h.readers > h.m.Cache.QPCEntries &&
-		min(s.w.WQEBatch, wqeFetchMax) >= r.ReadRespQPCBatch {
+	perPacketQPC := r.ReadRespPerPacketQPC && p.kind == mpReadResp && h.readers > h.m.Cache.QPCEntries &&
+		min(s.w.WQEBatch, wqeFetchMax) >= r.ReadRespQPCBatch && (r.ReadRespQPCMaxMTU == 0 || s.w.MTU <= r.ReadRespQPCMaxMTU)
+	if perPacketQPC && !p.first() {
 		// Every response packet needs its QP's read state; with the responses of more QPs than the context cache
 		// holds arriving interleaved packet by packet, each one misses.
 		if s.inWin {
@@ -1322,7 +1330,10 @@ func (s *msim) startRx(h *mhost) {
 			slots := r.QPCMissSlots
 			// A read queued behind payload reads holds one of the qpc-miss-slots; the others of received
 			// data go on the context fetcher's own slots (data-qpc-miss-slots).
-			if p.kind == mpData && r.DataQPCMissSlots > 0 && issue == start {
+			// With rx.read-resp-context-data-slots a READ response's does too, unless its QP's read state is
+			// looked up packet by packet (then the first packet's miss is that lookup's too).
+			if (p.kind == mpData || p.kind == mpReadResp && r.ReadRespContextDataSlots && !perPacketQPC) &&
+				r.DataQPCMissSlots > 0 && issue == start {
 				slots = r.DataQPCMissSlots
 			}
 			if p.kind == mpData && r.DataQPCMissSlots > 0 && issue > start && h.m.PCIe.RxReadQueueRelease {
@@ -1362,6 +1373,9 @@ func (s *msim) rcStateNs(h *mhost, p *mpkt) int64 {
 	}
 	if b := h.m.Rx.RCStateBatch; b > 0 && min(s.w.WQEBatch, wqeFetchMax) < b {
 		return 0 // no read-ahead rides with the state: only the PSN line moves, hidden behind the frame
+	}
+	if h.m.Rx.RCStateSenderOnly && !h.txRCData {
+		return 0 // only receive state in the slots: no read-ahead to move
 	}
 	return h.m.Rx.RCStateMissNs
 }
@@ -1569,7 +1583,11 @@ func (s *msim) goBack(h *mhost, ci, msg int32) {
 // more for a long queue (depth / prefetch-div), within [prefetch-min, prefetch-max].
 func (s *msim) prefetchSize(h *mhost) int {
 	r := &h.m.Rx
-	return min(max(s.w.WQEBatch, s.w.WQDepth/r.PrefetchDiv, r.PrefetchMin), r.PrefetchMax)
+	n := min(max(s.w.WQEBatch, s.w.WQDepth/r.PrefetchDiv, r.PrefetchMin), r.PrefetchMax)
+	if d := r.PrefetchDepthDiv; d > 0 {
+		n = min(n, max(s.w.WQDepth/d, s.w.WQEBatch, 1)) // a short queue: its doorbell's batch, or a share of its depth
+	}
+	return n
 }
 
 // rqPrefetch runs on a receive doorbell: it reads ahead the next uncached receive WQEs of the connection when

@@ -113,16 +113,38 @@ func TestAnomalyMechanisms(t *testing.T) {
 		}, nil},
 		{"#13 without loopback", 13, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#16 with MTU 4096", 16, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
+		// Packets over 1 KB cover the read-state lookup (rx.read-resp-qpc-max-mtu): at MTU 2048 both ways, 272 QPs
+		// with batch 26 fit the processor.
+		{"#16 with MTU 2048, 272 QPs each way, batch 26", 16, func(w *scenario.Workload) {
+			w.MTU, w.NumQPs, w.WQEBatch, w.SGE, w.WQDepth, w.Direction = 2048, 272, 26, 4, 42, DirBi
+			w.NumMRs, w.MRSize, w.MsgSizes, w.Memory = 17, 28*kb, []int{288, 3968, 384}, MemRemoteNUMA
+		}, nil},
 		{"#16 with 128 QPs", 16, func(w *scenario.Workload) { w.NumQPs = 128 }, nil},
 		{"#16 with batch 4", 16, func(w *scenario.Workload) { w.WQEBatch = 4 }, nil},
+		// A response message's first-packet context miss is fetched on the data slots (rx.read-resp-context-data-slots):
+		// loopback READ of 666 QPs (1,332 requesters on A) with batch 7 at MTU 512 fits the processor.
+		{"#16 with batch 7, 666 QPs, MTU 512, 928 B and loopback", 16, func(w *scenario.Workload) {
+			w.WQEBatch, w.NumQPs, w.MTU, w.WQDepth, w.SGE, w.MsgSizes, w.Direction = 7, 666, 512, 21, 3, []int{928}, DirLoopback
+		}, nil},
 		// The initial fill of 2000 QPs x 512 WQEs costs one doorbell per QP (tx.doorbell-coalesce), not 4 ms of
 		// doorbells that outlast the warm-up.
 		{"#16 with batch 1, 2000 QPs, a 512-deep queue and [256 B, 32 KB]", 16, func(w *scenario.Workload) {
 			w.WQEBatch, w.NumQPs, w.WQDepth, w.MsgSizes = 1, 2000, 512, []int{256, 32 * kb}
 		}, nil},
 		{"#15 with 8 QPs", 15, func(w *scenario.Workload) { w.NumQPs = 8 }, nil},
+		// A short queue is read ahead an eighth of its depth (rx.prefetch-depth-div): 62 QPs each way with a 15-deep
+		// queue and batch 1 do not thrash the fetcher with read-aheads evicted unused.
+		{"#15 with 62 QPs each way and a 15-deep queue", 15, func(w *scenario.Workload) {
+			w.NumQPs, w.WQDepth, w.Direction, w.SGE, w.MsgSizes = 62, 15, DirBi, 2, []int{832, 32, 704, 160, 192}
+		}, nil},
 		{"#18 one direction", 18, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#18 with batch 8", 18, func(w *scenario.Workload) { w.WQEBatch = 8 }, nil},
+		// Only a NIC that sends RC data swaps a read-ahead (rx.rc-state-sender-only): one-way RC SEND of small
+		// messages at 15 Mpps fits the receiver's processor.
+		{"#18 one direction as RC SEND of 113 QPs, batch 21, 64/224 B at MTU 512", 18, func(w *scenario.Workload) {
+			w.Opcode, w.Direction, w.NumQPs, w.MTU, w.WQEBatch, w.WQDepth, w.SGE = "send", DirUni, 113, 512, 21, 71, 3
+			w.MsgSizes = []int{64, 224}
+		}, nil},
 		// #18 as RC READ (rx.rc-state-read-resp): one way, or with a small batch, the responses fit the processor.
 		{"#18 as RC READ one direction", 18, func(w *scenario.Workload) { w.Opcode, w.Direction = "read", DirUni }, nil},
 		{"#18 as RC READ with batch 8", 18, func(w *scenario.Workload) { w.Opcode, w.WQEBatch = "read", 8 }, nil},
@@ -204,7 +226,7 @@ func TestLoopbackYields(t *testing.T) {
 	}
 }
 
-// TestLoopbackXoffNarrow: p2100g's loopback crosses only while its RX buffer holds less than 4 KB; UD loopback of
+// TestLoopbackXoffNarrow: p2100g's loopback crosses only while its RX buffer holds less than 8 KB; UD loopback of
 // many QPs (each message reloads its QP's receive WQEs) then stays clean, while with 24 KB the loopback frames
 // admitted hold the processor and the receive-WQE fetcher long enough for the wire's frames to reach XOFF.
 // (1000 QPs: with 4905 the pause at 16 KB came from the start of the run, when the initial fill's doorbells were
@@ -703,5 +725,70 @@ func TestBufferCells(t *testing.T) {
 	}
 	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.BufferCellBytes = 0 })); s.isPause() {
 		t.Errorf("p2100g without buffer-cell-bytes: pause %.4f, want none", s.pause)
+	}
+}
+
+// TestReadRespContextDataSlots: on p2100g the context miss of a READ response's first packet goes on the data
+// slots (rx.read-resp-context-data-slots); loopback RC READ of 666 QPs with batch 7 and 928 B at MTU 512 runs clean
+// (collie A.2 #16 needs batch >= 8), and with those misses on the 16 qpc-miss-slots it pauses.
+func TestReadRespContextDataSlots(t *testing.T) {
+	w := wl("rc", "read", 666, 512, 7, 3, 21, 23, 1704*kb, []int{928}, DirLoopback, MemLocal)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.ReadRespContextDataSlots = false })); !s.isPause() {
+		t.Errorf("p2100g without read-resp-context-data-slots: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestRCStateSenderOnly: on p2100g only a NIC that transmits RC data pays the RC-state swap
+// (rx.rc-state-sender-only); one-way RC SEND of 113 QPs with batch 21 and 64/224 B messages at MTU 512 runs clean,
+// and with the receiver paying it too it pauses. #18's bidirectional trigger pauses either way (TestCollieAnomalies).
+func TestRCStateSenderOnly(t *testing.T) {
+	w := wl("rc", "send", 113, 512, 21, 3, 71, 119, 84*kb, []int{64, 224}, DirUni, MemGPUSameSwitch)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.RCStateSenderOnly = false })); !s.isPause() {
+		t.Errorf("p2100g without rc-state-sender-only: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestReadRespQPCMaxMTU: p2100g looks a READ response packet's read state up only at MTU <= 1 KB
+// (rx.read-resp-qpc-max-mtu; collie A.2 #16 needs a small MTU); bidirectional RC READ of 272 QPs with batch 26 at
+// MTU 2048 runs clean, and with every MTU looking up it pauses.
+func TestReadRespQPCMaxMTU(t *testing.T) {
+	w := wl("rc", "read", 272, 2048, 26, 4, 42, 17, 28*kb, []int{288, 3968, 384}, DirBi, MemRemoteNUMA)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.ReadRespQPCMaxMTU = 0 })); !s.isPause() {
+		t.Errorf("p2100g without read-resp-qpc-max-mtu: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestPrefetchDepthDiv: p2100g reads a short receive queue ahead by an eighth of its depth
+// (rx.prefetch-depth-div; collie A.2 #15 needs a WQ >= 64); UD of 62 QPs each way with a 15-deep queue and batch 1
+// runs clean, and reading 8 ahead (prefetch-min) it pauses.
+func TestPrefetchDepthDiv(t *testing.T) {
+	w := wl("ud", "send", 62, 2048, 1, 2, 15, 126, 3400*kb, []int{832, 32, 704, 160, 192}, DirBi, MemRemoteNUMA)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchDepthDiv = 0 })); !s.isPause() {
+		t.Errorf("p2100g without prefetch-depth-div: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
+// TestLoopbackXoffShare: p2100g's loopback crosses while the RX buffer holds less than 8 KB, so A's own loopback
+// QPs share its receive path with B's: UD loopback of 22 QPs each (44 on A, collie A.2 #15's total of >= 32 with a
+// long WQ) pauses on the receive-WQE cache, and at 4 KB, where one wire frame held loopback back, A met only B's 22.
+func TestLoopbackXoffShare(t *testing.T) {
+	w := wl("ud", "send", 22, 2048, 32, 3, 272, 19, 504*kb, []int{320, 352, 1312, 256, 32}, DirLoopback, MemLocal)
+	if s := summarize(runMicro(t, "p2100g", w, nil)); !s.isPause() {
+		t.Errorf("p2100g: UD loopback of 22 QPs each, 272-deep queue: pause %.4f, want > 0.001", s.pause)
+	}
+	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 4 * kb })); s.isPause() {
+		t.Errorf("p2100g with loopback-xoff-bytes 4 KB: pause %.4f, want none", s.pause)
 	}
 }

@@ -705,6 +705,11 @@ type MicroRx struct {
 	// DataQPCMissSlots: QP-context misses of received WRITE/SEND data handled at once, when the NIC fetches the
 	// contexts of received data apart from those of READ responses (0: qpc-miss-slots for every packet).
 	DataQPCMissSlots int `yaml:"data-qpc-miss-slots"`
+	// ReadRespContextDataSlots: with data-qpc-miss-slots, the context miss of a READ response message's first
+	// packet is fetched on those slots too, as received WRITE/SEND data's, unless its QP's read state is looked
+	// up packet by packet (read-resp-per-packet-qpc applies): those lookups, the first packet's included, stay on
+	// qpc-miss-slots (false: every READ-response miss does).
+	ReadRespContextDataSlots bool `yaml:"read-resp-context-data-slots"`
 	// RCDataNs is an RC data packet's extra time on the packet processor over a UC one (PSN and acknowledgement
 	// state), added to write-ns or send-ns.
 	RCDataNs int64 `yaml:"rc-data-ns"`
@@ -717,6 +722,10 @@ type MicroRx struct {
 	// when its doorbells announce at least this many WQEs at once (one WQE read takes up to 16); with smaller
 	// batches only the PSN state moves and the swap is hidden (0: every batch).
 	RCStateBatch int `yaml:"rc-state-batch"`
+	// RCStateSenderOnly: the swap costs rc-state-miss-ns only on a NIC that transmits RC data (WRITE/SEND data or
+	// READ responses) itself, whose state slots then hold QPs carrying a WQE read-ahead; on a NIC that only
+	// receives RC data the slots hold receive state alone and the swap is hidden (false: on every NIC).
+	RCStateSenderOnly bool `yaml:"rc-state-sender-only"`
 	// ReadRespPerPacketQPC: every READ response packet needs its QP's context (read state), not only a
 	// message's first; with the responses of more QPs than the context cache holds in flight (the responder
 	// interleaves its QPs packet by packet) each such packet misses.
@@ -725,6 +734,9 @@ type MicroRx struct {
 	// (its batch, up to one WQE read of 16): the QP's read state for that many READs in flight together
 	// outgrows what the first packet's context fetch brings in (0: every batch).
 	ReadRespQPCBatch int `yaml:"read-resp-qpc-batch"`
+	// ReadRespQPCMaxMTU > 0: with read-resp-per-packet-qpc, only at an MTU of at most this many bytes; the
+	// placement of larger packets covers the read-state lookup (0: every MTU).
+	ReadRespQPCMaxMTU int `yaml:"read-resp-qpc-max-mtu"`
 	// MissFetchParked: a demand fetch reads at least as many WQEs as the QP has messages waiting for one (the
 	// first frames parked; a message's later frames need none), within prefetch-max, so a QP's backlog waits
 	// for one PCIe read, not one per message.
@@ -751,6 +763,9 @@ type MicroRx struct {
 	// each WQE posting a buffer of the workload's largest message (UD: at most the MTU), at least one (0: no
 	// bound beyond prefetch-max).
 	MissFetchBytes int `yaml:"miss-fetch-bytes"`
+	// PrefetchDepthDiv > 0: a receive doorbell reads ahead no more than wq-depth / prefetch-depth-div WQEs, at
+	// least one (0: prefetch-min..prefetch-max alone, whatever the depth).
+	PrefetchDepthDiv int `yaml:"prefetch-depth-div"`
 	// WholeQPCache: the receive-WQE cache holds QPs rather than WQEs: making room evicts a QP's WQEs all at
 	// once, and a receive doorbell prefetches only for a QP in the cache (the others are read on demand when
 	// their next message arrives).
@@ -855,10 +870,12 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.fetch-engines", int64(m.Rx.FetchEngines)}, {"rx.evict-wqe-ns", m.Rx.EvictWQENs},
 		{"rx.buffer-cell-bytes", int64(m.Rx.BufferCellBytes)},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.miss-fetch-bytes", int64(m.Rx.MissFetchBytes)},
+		{"rx.prefetch-depth-div", int64(m.Rx.PrefetchDepthDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
 		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)}, {"rx.read-resp-qpc-batch", int64(m.Rx.ReadRespQPCBatch)},
+		{"rx.read-resp-qpc-max-mtu", int64(m.Rx.ReadRespQPCMaxMTU)},
 		{"cache.qpc-bytes", int64(m.Cache.QPCBytes)}, {"cache.mtt-bytes", int64(m.Cache.MTTBytes)},
 		{"host.remote-numa-latency-ns", m.Host.RemoteNUMALatencyNs},
 		{"host.gpu-same-switch-latency-ns", m.Host.GPUSameSwitchLatency},

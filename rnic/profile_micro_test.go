@@ -77,7 +77,7 @@ func TestMicroSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"staging-min-mtu", "miss-fetch-bytes", "buffer-cell-bytes"} {
+	for _, key := range []string{"staging-min-mtu", "miss-fetch-bytes", "buffer-cell-bytes", "read-resp-qpc-max-mtu", "prefetch-depth-div"} {
 		lines := strings.Split(string(h), "\n")
 		at := 0
 		for i, l := range lines {
