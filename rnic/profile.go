@@ -618,6 +618,10 @@ type MicroPCIe struct {
 	// payload rate of full TLPs, a shorter one takes its payload and this header at the link's raw rate (0: the
 	// write channel carries payload at write-gbps whatever the TLP size).
 	WriteTLPBytes int `yaml:"write-tlp-bytes"`
+	// OrderedShortBytes > 0: with ordered-short-requests, a message of at most this many bytes is a short
+	// request whatever the MTU: the receive DMA gathers its packets into one write, which waits as a one-packet
+	// message's does (0: only a message received whole in one packet).
+	OrderedShortBytes int `yaml:"ordered-short-bytes"`
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
@@ -840,6 +844,7 @@ func (m *MicroArch) validate() *ProfileError {
 	}{{"pcie.read-latency-ns", m.PCIe.ReadLatencyNs}, {"pcie.write-latency-ns", m.PCIe.WriteLatencyNs},
 		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
 		{"pcie.write-tlp-bytes", int64(m.PCIe.WriteTLPBytes)},
+		{"pcie.ordered-short-bytes", int64(m.PCIe.OrderedShortBytes)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
 		{"tx.staging-bytes", int64(m.Tx.StagingBytes)}, {"tx.burst-wqes", int64(m.Tx.BurstWQEs)},
