@@ -618,9 +618,10 @@ type MicroPCIe struct {
 	// payload rate of full TLPs, a shorter one takes its payload and this header at the link's raw rate (0: the
 	// write channel carries payload at write-gbps whatever the TLP size).
 	WriteTLPBytes int `yaml:"write-tlp-bytes"`
-	// OrderedShortBytes > 0: with ordered-short-requests, a message of at most this many bytes is a short
-	// request whatever the MTU: the receive DMA gathers its packets into one write, which waits as a one-packet
-	// message's does (0: only a message received whole in one packet).
+	// OrderedShortBytes > 0: with ordered-short-requests, the short requests are the messages of at most this
+	// many bytes whatever the MTU: the receive DMA gathers such a message's packets into one write, which waits
+	// as a one-packet message's does, and streams a longer message's packets as they come even when it arrives
+	// in one packet (0: a short request is a message received whole in one packet).
 	OrderedShortBytes int `yaml:"ordered-short-bytes"`
 }
 
