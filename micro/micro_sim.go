@@ -1343,6 +1343,9 @@ func (s *msim) startRx(h *mhost) {
 // also brings its RETH's memory-key context, a read the DMA engine queues with the payload reads, while a
 // SEND's receive WQE comes through the receive-WQE path).
 func (s *msim) rxReadQueued(h *mhost, p *mpkt) bool {
+	if b := h.m.PCIe.RxReadQueueBatch; b > 0 && s.w.WQEBatch < b {
+		return false
+	}
 	return h.m.Tx.BurstWQEs <= 0 || (p.kind == mpData && s.w.QPType == "rc" && s.w.Opcode == "write")
 }
 

@@ -111,6 +111,11 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#10 with 1,372 QPs, batch 24 and messages of 832 B to 9 KB", 10, func(w *scenario.Workload) {
 			w.NumQPs, w.WQEBatch, w.SGE, w.MsgSizes = 1372, 24, 2, []int{1120, 9 * kb, 5792, 832, 1728, 3 * kb}
 		}, nil},
+		// #10 needs a large WQE batch (table 2: >= 64): the context read queues behind the payload reads only
+		// when a doorbell announces more WQEs than one WQE read holds (pcie.rx-read-queue-batch).
+		{"#10 with 742 QPs, batch 11 and [64 B, 64 B, 58 KB]", 10, func(w *scenario.Workload) {
+			w.NumQPs, w.WQEBatch, w.SGE, w.WQDepth, w.MsgSizes = 742, 11, 4, 166, []int{64, 64, 59648}
+		}, nil},
 		{"#13 without loopback", 13, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#16 with MTU 4096", 16, func(w *scenario.Workload) { w.MTU = 4096 }, nil},
 		{"#16 with 128 QPs", 16, func(w *scenario.Workload) { w.NumQPs = 128 }, nil},
