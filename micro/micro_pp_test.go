@@ -64,3 +64,31 @@ func TestReadTagsSmallGathers(t *testing.T) {
 		t.Errorf("the same with 128 read tags: pause %.4f, %.1f Gb/s %.1f Mpps: want low throughput", s.pause, s.gbps, s.mpps)
 	}
 }
+
+// TestOrderedShortBytes: on collie-f (relaxed ordering off) a message of at most pcie.ordered-short-bytes is a
+// short request whatever the MTU, so collie A.1 #9's bidirectional mix of small and >= 64 KB messages pauses at
+// MTU 256 too, where its 544 B messages take three packets; counting only one-packet messages as short it ran
+// clean, and with relaxed ordering (cx6vpi-200g) it stays clean; a message of more than 1 KB received in one
+// packet is a long request.
+func TestOrderedShortBytes(t *testing.T) {
+	w := wl("rc", "write", 9, 256, 88, 4, 148, 9, 3492*kb, []int{91328, 544, 19616}, DirBi, MemLocal)
+	if s := summarize(runMicro(t, "collie-f", w, nil)); !s.isPause() {
+		t.Errorf("collie-f: pause %.4f, %.1f Gb/s: want pause", s.pause, s.gbps)
+	}
+	onePacket := func(p *rnic.Profile) { p.Micro.PCIe.OrderedShortBytes = 0 }
+	if s := summarize(runMicro(t, "collie-f", w, onePacket)); s.isPause() || s.isLow() {
+		t.Errorf("collie-f with one-packet short requests: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("cx6vpi-200g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	// Bidirectional READs of 3.3-71 KB at MTU 4K: the 3.3 and 3.9 KB responses arrive in one packet each but
+	// are long requests; counted short, they paused.
+	long := wl("rc", "read", 14, 4096, 13, 1, 55, 91, 140*kb, []int{16160, 14304, 71 * kb, 3328, 3968}, DirBi, MemLocal)
+	if s := summarize(runMicro(t, "collie-f", long, nil)); s.isPause() || s.isLow() {
+		t.Errorf("collie-f, READs of 3.3-71 KB: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "collie-f", long, onePacket)); !s.isPause() {
+		t.Errorf("collie-f, READs of 3.3-71 KB, one-packet short requests: pause %.4f, %.1f Gb/s: want pause", s.pause, s.gbps)
+	}
+}

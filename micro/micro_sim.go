@@ -970,14 +970,19 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 
 // pcieWrite writes packet p's n received bytes to memory from time t and returns when the data has left the
 // NIC. Writes leave in order (wrFree). With relaxed ordering off the write may not pass read completions
-// issued before it; with pcie.ordered-short-requests, only a message received whole in one packet waits, and
-// only for the payload reads queued before it that still wait for a read tag (the writes after it wait in turn).
+// issued before it; with pcie.ordered-short-requests, only a message received whole in one packet (with
+// pcie.ordered-short-bytes, a message of at most that size) waits, and only for the payload reads queued before
+// it that still wait for a read tag (the writes after it wait in turn).
 func (s *msim) pcieWrite(h *mhost, t int64, n int, p *mpkt) int64 {
 	m := &h.m.PCIe
 	switch {
 	case m.RelaxedOrdering:
 	case m.OrderedShortRequests:
-		if p.npk == 1 {
+		short := p.npk == 1
+		if m.OrderedShortBytes > 0 {
+			short = s.msgSize(p.msg) <= m.OrderedShortBytes
+		}
+		if short {
 			t = max(t, h.lastReadIssue)
 		}
 	default:
@@ -1356,6 +1361,9 @@ func (s *msim) startRx(h *mhost) {
 // also brings its RETH's memory-key context, a read the DMA engine queues with the payload reads, while a
 // SEND's receive WQE comes through the receive-WQE path).
 func (s *msim) rxReadQueued(h *mhost, p *mpkt) bool {
+	if b := h.m.PCIe.RxReadQueueBatch; b > 0 && s.w.WQEBatch < b {
+		return false
+	}
 	return h.m.Tx.BurstWQEs <= 0 || (p.kind == mpData && s.w.QPType == "rc" && s.w.Opcode == "write")
 }
 

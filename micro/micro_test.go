@@ -92,6 +92,12 @@ func TestAnomalyMechanisms(t *testing.T) {
 		{"#3 with 8 KB requests", 3, func(w *scenario.Workload) { w.MsgSizes = []int{8 * kb} }, nil},
 		{"#3 with 2.5 KB requests at MTU 256", 3, func(w *scenario.Workload) { w.MTU, w.MsgSizes = 256, []int{2560} }, nil},
 		{"#7 with 64 QPs", 7, func(w *scenario.Workload) { w.NumQPs = 64 }, nil},
+		// Received data's context misses are fetched 512 at once (rx.data-qpc-miss-slots): one direction of RC
+		// WRITE of 11,367 QPs, a miss per received packet, keeps the processor below the wire (256: 0.3% pause).
+		{"#7 with 11,367 QPs, batch 13 and messages of 32 B to 26 KB at MTU 512", 7, func(w *scenario.Workload) {
+			w.NumQPs, w.MTU, w.WQEBatch, w.SGE, w.WQDepth = 11367, 512, 13, 4, 30
+			w.NumMRs, w.MRSize, w.MsgSizes = 4, 28*kb, []int{3872, 64, 480, 9632, 32, 26080, 288}
+		}, nil},
 		{"#8 with one MR", 8, func(w *scenario.Workload) { w.NumMRs = 1 }, nil},
 		// #7 and #8 need a WQE batch of 1 (table 2): a doorbell's WQEs share their context load and look their
 		// translations up together (tx.burst-wqes).
@@ -110,6 +116,11 @@ func TestAnomalyMechanisms(t *testing.T) {
 		// QPs whose doorbells carry little payload wait little (holding it for the round trip: 0.9% pause).
 		{"#10 with 1,372 QPs, batch 24 and messages of 832 B to 9 KB", 10, func(w *scenario.Workload) {
 			w.NumQPs, w.WQEBatch, w.SGE, w.MsgSizes = 1372, 24, 2, []int{1120, 9 * kb, 5792, 832, 1728, 3 * kb}
+		}, nil},
+		// #10 needs a large WQE batch (table 2: >= 64): the context read queues behind the payload reads only
+		// when a doorbell announces more WQEs than one WQE read holds (pcie.rx-read-queue-batch).
+		{"#10 with 742 QPs, batch 11 and [64 B, 64 B, 58 KB]", 10, func(w *scenario.Workload) {
+			w.NumQPs, w.WQEBatch, w.SGE, w.WQDepth, w.MsgSizes = 742, 11, 4, 166, []int{64, 64, 59648}
 		}, nil},
 		{"#13 without loopback", 13, func(w *scenario.Workload) { w.Direction = DirUni }, nil},
 		{"#16 with MTU 4096", 16, func(w *scenario.Workload) { w.MTU = 4096 }, nil},

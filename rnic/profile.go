@@ -614,10 +614,20 @@ type MicroPCIe struct {
 	// in the queue; issued, its round trip runs on rx.data-qpc-miss-slots like the other reads of received data
 	// (false: it holds the qpc-miss-slot until its data is back).
 	RxReadQueueRelease bool `yaml:"rx-read-queue-release"`
+	// RxReadQueueBatch > 0: a context read of the receive path queues behind payload reads (rx-read-queue-bytes)
+	// only when the applications post batches of at least this many WQEs: a doorbell announcing more WQEs than
+	// one WQE read holds has its later WQE reads, with which context reads are arbitrated, queued between its
+	// payload reads; a smaller doorbell's WQEs are all read before its payload (0: every batch).
+	RxReadQueueBatch int `yaml:"rx-read-queue-batch"`
 	// WriteTLPBytes is the header each DMA write TLP (at most 256 B of payload) carries: write-gbps being the
 	// payload rate of full TLPs, a shorter one takes its payload and this header at the link's raw rate (0: the
 	// write channel carries payload at write-gbps whatever the TLP size).
 	WriteTLPBytes int `yaml:"write-tlp-bytes"`
+	// OrderedShortBytes > 0: with ordered-short-requests, the short requests are the messages of at most this
+	// many bytes whatever the MTU: the receive DMA gathers such a message's packets into one write, which waits
+	// as a one-packet message's does, and streams a longer message's packets as they come even when it arrives
+	// in one packet (0: a short request is a message received whole in one packet).
+	OrderedShortBytes int `yaml:"ordered-short-bytes"`
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
@@ -855,6 +865,8 @@ func (m *MicroArch) validate() *ProfileError {
 	}{{"pcie.read-latency-ns", m.PCIe.ReadLatencyNs}, {"pcie.write-latency-ns", m.PCIe.WriteLatencyNs},
 		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
 		{"pcie.write-tlp-bytes", int64(m.PCIe.WriteTLPBytes)},
+		{"pcie.ordered-short-bytes", int64(m.PCIe.OrderedShortBytes)},
+		{"pcie.rx-read-queue-batch", int64(m.PCIe.RxReadQueueBatch)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
 		{"tx.staging-bytes", int64(m.Tx.StagingBytes)}, {"tx.burst-wqes", int64(m.Tx.BurstWQEs)},
