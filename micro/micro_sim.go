@@ -106,6 +106,7 @@ type mconn struct {
 	dropMsg    int32
 	// Receive queue (SEND): WQEs posted and not consumed, cached on the NIC, being fetched.
 	rqAvail, rqCached, rqFetching int
+	rqAhead                       int // the QP's read-ahead grown by rx.prefetch-grow (0: prefetchSize)
 	rqConsumed                    int // consumed since the last repost
 	lastUse                       int64
 	rxQueued                      int             // frames of the connection in the RX queue
@@ -159,6 +160,7 @@ type mhost struct {
 	xoff       bool
 	xoffAt     int64
 	parkedMsgs int
+	rqs        int     // receive queues on this host (a connection's responder side)
 	cacheUsed  int     // receive WQEs cached (all QPs)
 	holders    []int32 // connections with cached receive WQEs
 	// Receive-WQE fetches in flight and waiting (connection, count).
@@ -414,6 +416,9 @@ func (s *msim) setupConns() {
 		add(0, 0)
 	}
 	s.conns = make([]mconn, len(ps))
+	for _, p := range ps {
+		s.hosts[p.resp].rqs++
+	}
 	for i, p := range ps {
 		c := &s.conns[i]
 		c.req, c.resp = p.req, p.resp
@@ -1598,6 +1603,24 @@ func (s *msim) prefetchSize(h *mhost) int {
 	return n
 }
 
+// readAhead is the connection's read-ahead: prefetchSize, or more once rx.prefetch-grow lengthened it.
+func (s *msim) readAhead(h *mhost, c *mconn) int {
+	return max(s.prefetchSize(h), c.rqAhead)
+}
+
+// growReadAhead: a QP whose messages wait behind a receive-WQE miss ran dry under load; rx.prefetch-grow
+// multiplies its read-ahead (up to prefetch-max) while the half of it that every receive queue of the host
+// keeps on the NIC (a refill is due at half) would fit the cache for all of them.
+func (s *msim) growReadAhead(h *mhost, c *mconn) {
+	g := h.m.Rx.PrefetchGrow
+	if g <= 1 {
+		return
+	}
+	if n := min(s.readAhead(h, c)*g, h.m.Rx.PrefetchMax); h.rqs*(n/2) <= h.m.Rx.WQECacheSize {
+		c.rqAhead = max(c.rqAhead, n)
+	}
+}
+
 // rqPrefetch runs on a receive doorbell: it reads ahead the next uncached receive WQEs of the connection when
 // what it has on the NIC (cached or being fetched) is down to half a prefetch.
 func (s *msim) rqPrefetch(h *mhost, ci int32) {
@@ -1605,7 +1628,7 @@ func (s *msim) rqPrefetch(h *mhost, ci int32) {
 	if h.m.Rx.WholeQPCache && c.rqCached+c.rqFetching == 0 && c.parked.Len() == 0 {
 		return // not in the cache and nothing waiting: its WQEs are read when its next message needs one
 	}
-	if n := s.prefetchSize(h); c.rqCached+c.rqFetching <= n/2 {
+	if n := s.readAhead(h, c); c.rqCached+c.rqFetching <= n/2 {
 		s.rqFetch(h, ci, n, false)
 	}
 }
@@ -1752,6 +1775,9 @@ func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 	}
 	if s.inWin {
 		h.st.RxWQECacheMiss++
+	}
+	if c.parked.Len() > 0 {
+		s.growReadAhead(h, c)
 	}
 	if c.rqFetching == 0 {
 		n := h.m.Rx.MissFetch

@@ -795,6 +795,11 @@ type MicroRx struct {
 	// WQE reads this many WQEs (its own, and a few after it); miss-fetch is then what a QP whose frames pile up
 	// behind a miss reads (0: every demand fetch reads miss-fetch).
 	ColdMissFetch int `yaml:"cold-miss-fetch"`
+	// PrefetchGrow > 1: a QP whose messages wait behind a receive-WQE miss (it ran dry under load) has its
+	// read-ahead multiplied by this, up to prefetch-max, while half of that read-ahead (what a QP keeps on the
+	// NIC, refilled at half) for every receive queue of the host fits the cache (0 or 1: the read-ahead stays
+	// max(batch, depth / prefetch-div, prefetch-min)).
+	PrefetchGrow int `yaml:"prefetch-grow"`
 }
 
 // MicroCache is the NIC's context caches: QP contexts and memory translation entries; a miss is a PCIe read.
@@ -885,6 +890,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.prefetch-depth-div", int64(m.Rx.PrefetchDepthDiv)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)},
+		{"rx.prefetch-grow", int64(m.Rx.PrefetchGrow)},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
 		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)}, {"rx.read-resp-qpc-batch", int64(m.Rx.ReadRespQPCBatch)},
 		{"rx.read-resp-qpc-max-mtu", int64(m.Rx.ReadRespQPCMaxMTU)},

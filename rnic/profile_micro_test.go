@@ -45,6 +45,7 @@ func TestMicroSection(t *testing.T) {
 		{"    demand-fetch-slots: 16", "    demand-fetch-slots: -1", "micro.rx.demand-fetch-slots: -1: want >= 0", line("demand-fetch-slots")},
 		{"    burst-wqes: 16", "    burst-wqes: -4", "micro.tx.burst-wqes: -4: want >= 0", line("burst-wqes")},
 		{"    cold-miss-fetch: 1", "    cold-miss-fetch: -1", "micro.rx.cold-miss-fetch: -1: want >= 0", line("cold-miss-fetch")},
+		{"    prefetch-grow: 2", "    prefetch-grow: -2", "micro.rx.prefetch-grow: -2: want >= 0", line("prefetch-grow")},
 		{"    fetch-engines: 8", "    fetch-engines: -1", "micro.rx.fetch-engines: -1: want >= 0", line("fetch-engines")},
 		{"    evict-wqe-ns: 20", "    evict-wqe-ns: -2", "micro.rx.evict-wqe-ns: -2: want >= 0", line("evict-wqe-ns")},
 		{"    gpu-same-switch-write-gbps: 120", "    gpu-same-switch-write-gbps: -1",
