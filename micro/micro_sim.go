@@ -424,10 +424,13 @@ func (s *msim) setupConns() {
 		c.req, c.resp = p.req, p.resp
 		s.hosts[c.req].qps++
 		s.hosts[c.resp].qps++
-		if w.Opcode == "read" {
-			s.hosts[c.resp].txRCData = w.QPType == "rc"
-		} else {
-			s.hosts[c.req].txRCData = w.QPType == "rc"
+		if w.QPType == "rc" {
+			// The data's sender: the responder of a READ, the requester of a WRITE or SEND.
+			tx := c.req
+			if w.Opcode == "read" {
+				tx = c.resp
+			}
+			s.hosts[tx].txRCData = true
 		}
 		if w.Opcode == "send" {
 			c.rqAvail = w.WQDepth
