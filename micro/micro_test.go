@@ -744,55 +744,37 @@ func TestBufferCells(t *testing.T) {
 	}
 }
 
-// TestReadRespContextDataSlots: on p2100g the context miss of a READ response's first packet goes on the data
-// slots (rx.read-resp-context-data-slots); loopback RC READ of 666 QPs with batch 7 and 928 B at MTU 512 runs clean
-// (collie A.2 #16 needs batch >= 8), and with those misses on the 16 qpc-miss-slots it pauses.
-func TestReadRespContextDataSlots(t *testing.T) {
-	w := wl("rc", "read", 666, 512, 7, 3, 21, 23, 1704*kb, []int{928}, DirLoopback, MemLocal)
-	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
-		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
-	}
-	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.ReadRespContextDataSlots = false })); !s.isPause() {
-		t.Errorf("p2100g without read-resp-context-data-slots: pause %.4f, want > 0.001", s.pause)
-	}
-}
-
-// TestRCStateSenderOnly: on p2100g only a NIC that transmits RC data pays the RC-state swap
-// (rx.rc-state-sender-only); one-way RC SEND of 113 QPs with batch 21 and 64/224 B messages at MTU 512 runs clean,
-// and with the receiver paying it too it pauses. #18's bidirectional trigger pauses either way (TestCollieAnomalies).
-func TestRCStateSenderOnly(t *testing.T) {
-	w := wl("rc", "send", 113, 512, 21, 3, 71, 119, 84*kb, []int{64, 224}, DirUni, MemGPUSameSwitch)
-	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
-		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
-	}
-	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.RCStateSenderOnly = false })); !s.isPause() {
-		t.Errorf("p2100g without rc-state-sender-only: pause %.4f, want > 0.001", s.pause)
-	}
-}
-
-// TestReadRespQPCMaxMTU: p2100g looks a READ response packet's read state up only at MTU <= 1 KB
-// (rx.read-resp-qpc-max-mtu; collie A.2 #16 needs a small MTU); bidirectional RC READ of 272 QPs with batch 26 at
-// MTU 2048 runs clean, and with every MTU looking up it pauses.
-func TestReadRespQPCMaxMTU(t *testing.T) {
-	w := wl("rc", "read", 272, 2048, 26, 4, 42, 17, 28*kb, []int{288, 3968, 384}, DirBi, MemRemoteNUMA)
-	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
-		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
-	}
-	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.ReadRespQPCMaxMTU = 0 })); !s.isPause() {
-		t.Errorf("p2100g without read-resp-qpc-max-mtu: pause %.4f, want > 0.001", s.pause)
-	}
-}
-
-// TestPrefetchDepthDiv: p2100g reads a short receive queue ahead by an eighth of its depth
-// (rx.prefetch-depth-div; collie A.2 #15 needs a WQ >= 64); UD of 62 QPs each way with a 15-deep queue and batch 1
-// runs clean, and reading 8 ahead (prefetch-min) it pauses.
-func TestPrefetchDepthDiv(t *testing.T) {
-	w := wl("ud", "send", 62, 2048, 1, 2, 15, 126, 3400*kb, []int{832, 32, 704, 160, 192}, DirBi, MemRemoteNUMA)
-	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
-		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
-	}
-	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchDepthDiv = 0 })); !s.isPause() {
-		t.Errorf("p2100g without prefetch-depth-div: pause %.4f, want > 0.001", s.pause)
+// TestP2100gNarrowings: each of p2100g's narrowings keeps a workload clean that pauses without it (its clean
+// variant in TestAnomalyMechanisms is the "with" half; the triggers pause either way, TestCollieAnomalies).
+func TestP2100gNarrowings(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		w     scenario.Workload
+		off   func(*rnic.Profile)
+	}{
+		// The context miss of a READ response's first packet goes on the data slots: loopback RC READ of 666 QPs
+		// with batch 7 and 928 B at MTU 512 (collie A.2 #16 needs batch >= 8); on the 16 qpc-miss-slots it pauses.
+		{"rx.read-resp-context-data-slots", wl("rc", "read", 666, 512, 7, 3, 21, 23, 1704*kb, []int{928}, DirLoopback, MemLocal),
+			func(p *rnic.Profile) { p.Micro.Rx.ReadRespContextDataSlots = false }},
+		// Only a NIC that transmits RC data pays the RC-state swap: one-way RC SEND of 113 QPs with batch 21 and
+		// 64/224 B at MTU 512 (#18 is bidirectional); with the receiver paying it too it pauses.
+		{"rx.rc-state-sender-only", wl("rc", "send", 113, 512, 21, 3, 71, 119, 84*kb, []int{64, 224}, DirUni, MemGPUSameSwitch),
+			func(p *rnic.Profile) { p.Micro.Rx.RCStateSenderOnly = false }},
+		// A READ response packet's read state is looked up only at MTU <= 1 KB (#16 needs a small MTU):
+		// bidirectional RC READ of 272 QPs with batch 26 at MTU 2048; looked up at every MTU it pauses.
+		{"rx.read-resp-qpc-max-mtu", wl("rc", "read", 272, 2048, 26, 4, 42, 17, 28*kb, []int{288, 3968, 384}, DirBi, MemRemoteNUMA),
+			func(p *rnic.Profile) { p.Micro.Rx.ReadRespQPCMaxMTU = 0 }},
+		// A short receive queue is read ahead by an eighth of its depth (#15 needs a WQ >= 64): UD of 62 QPs each
+		// way with a 15-deep queue and batch 1; reading 8 ahead (prefetch-min) it pauses.
+		{"rx.prefetch-depth-div", wl("ud", "send", 62, 2048, 1, 2, 15, 126, 3400*kb, []int{832, 32, 704, 160, 192}, DirBi, MemRemoteNUMA),
+			func(p *rnic.Profile) { p.Micro.Rx.PrefetchDepthDiv = 0 }},
+	} {
+		if s := summarize(runMicro(t, "p2100g", tc.w, nil)); s.isPause() || s.isLow() {
+			t.Errorf("p2100g (%s): pause %.4f, %.1f Gb/s: want no anomaly", tc.field, s.pause, s.gbps)
+		}
+		if s := summarize(runMicro(t, "p2100g", tc.w, tc.off)); !s.isPause() {
+			t.Errorf("p2100g without %s: pause %.4f, want > 0.001", tc.field, s.pause)
+		}
 	}
 }
 
