@@ -718,75 +718,59 @@ func TestWriteTLPHeaders(t *testing.T) {
 	}
 }
 
-// TestMissFetchBytes: p2100g's demand reload reads no more receive WQEs than 32 KB of buffers hold
-// (rx.miss-fetch-bytes); RC SEND of 80 QPs with a 512-deep queue and messages of 1 KB and 32 KB keeps line rate,
-// and without the bound (16 WQEs a reload) pauses.
-func TestMissFetchBytes(t *testing.T) {
-	w := wl("rc", "send", 80, 1024, 1, 1, 512, 1, mb, []int{kb, 32 * kb}, DirUni, MemLocal)
-	if s := summarize(runMicro(t, "p2100g", w, nil)); s.isPause() || s.isLow() {
-		t.Errorf("p2100g: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
-	}
-	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.MissFetchBytes = 0 })); !s.isPause() {
-		t.Errorf("p2100g without miss-fetch-bytes: pause %.4f, want > 0.001", s.pause)
-	}
-}
-
-// TestBufferCells: p2100g's RX buffer is allocated in 256 B cells (rx.buffer-cell-bytes); UD of 80 QPs each way
-// with long queues and 64 B messages (collie A.2 #15) pauses, and counted in bytes its small frames waiting for
-// their receive WQEs stay under XOFF.
-func TestBufferCells(t *testing.T) {
-	w := wl("ud", "send", 80, 4096, 20, 4, 342, 1, 16*kb, []int{64}, DirBi, MemLocal)
-	if s := summarize(runMicro(t, "p2100g", w, nil)); !s.isPause() {
-		t.Errorf("p2100g: pause %.4f, want > 0.001", s.pause)
-	}
-	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Rx.BufferCellBytes = 0 })); s.isPause() {
-		t.Errorf("p2100g without buffer-cell-bytes: pause %.4f, want none", s.pause)
-	}
-}
-
-// TestP2100gNarrowings: each of p2100g's narrowings keeps a workload clean that pauses without it (its clean
-// variant in TestAnomalyMechanisms is the "with" half; the triggers pause either way, TestCollieAnomalies).
-func TestP2100gNarrowings(t *testing.T) {
+// TestP2100gFields: each of p2100g's fields below decides a workload: a narrowing keeps it clean where it pauses
+// without the field (its clean variant in TestAnomalyMechanisms is the "with" half; the triggers pause either
+// way, TestCollieAnomalies), a widening makes it pause where it stays clear of pause without.
+func TestP2100gFields(t *testing.T) {
 	for _, tc := range []struct {
-		field string
-		w     scenario.Workload
-		off   func(*rnic.Profile)
+		field  string
+		widens bool // the field makes the workload pause (else it keeps it clean)
+		w      scenario.Workload
+		off    func(*rnic.Profile)
 	}{
 		// The context miss of a READ response's first packet goes on the data slots: loopback RC READ of 666 QPs
 		// with batch 7 and 928 B at MTU 512 (collie A.2 #16 needs batch >= 8); on the 16 qpc-miss-slots it pauses.
-		{"rx.read-resp-context-data-slots", wl("rc", "read", 666, 512, 7, 3, 21, 23, 1704*kb, []int{928}, DirLoopback, MemLocal),
+		{"rx.read-resp-context-data-slots", false, wl("rc", "read", 666, 512, 7, 3, 21, 23, 1704*kb, []int{928}, DirLoopback, MemLocal),
 			func(p *rnic.Profile) { p.Micro.Rx.ReadRespContextDataSlots = false }},
 		// Only a NIC that transmits RC data pays the RC-state swap: one-way RC SEND of 113 QPs with batch 21 and
 		// 64/224 B at MTU 512 (#18 is bidirectional); with the receiver paying it too it pauses.
-		{"rx.rc-state-sender-only", wl("rc", "send", 113, 512, 21, 3, 71, 119, 84*kb, []int{64, 224}, DirUni, MemGPUSameSwitch),
+		{"rx.rc-state-sender-only", false, wl("rc", "send", 113, 512, 21, 3, 71, 119, 84*kb, []int{64, 224}, DirUni, MemGPUSameSwitch),
 			func(p *rnic.Profile) { p.Micro.Rx.RCStateSenderOnly = false }},
 		// A READ response packet's read state is looked up only at MTU <= 1 KB (#16 needs a small MTU):
 		// bidirectional RC READ of 272 QPs with batch 26 at MTU 2048; looked up at every MTU it pauses.
-		{"rx.read-resp-qpc-max-mtu", wl("rc", "read", 272, 2048, 26, 4, 42, 17, 28*kb, []int{288, 3968, 384}, DirBi, MemRemoteNUMA),
+		{"rx.read-resp-qpc-max-mtu", false, wl("rc", "read", 272, 2048, 26, 4, 42, 17, 28*kb, []int{288, 3968, 384}, DirBi, MemRemoteNUMA),
 			func(p *rnic.Profile) { p.Micro.Rx.ReadRespQPCMaxMTU = 0 }},
 		// A short receive queue is read ahead by an eighth of its depth (#15 needs a WQ >= 64): UD of 62 QPs each
 		// way with a 15-deep queue and batch 1; reading 8 ahead (prefetch-min) it pauses.
-		{"rx.prefetch-depth-div", wl("ud", "send", 62, 2048, 1, 2, 15, 126, 3400*kb, []int{832, 32, 704, 160, 192}, DirBi, MemRemoteNUMA),
+		{"rx.prefetch-depth-div", false, wl("ud", "send", 62, 2048, 1, 2, 15, 126, 3400*kb, []int{832, 32, 704, 160, 192}, DirBi, MemRemoteNUMA),
 			func(p *rnic.Profile) { p.Micro.Rx.PrefetchDepthDiv = 0 }},
+		// The demand reload reads no more receive WQEs than 32 KB of buffers hold: RC SEND of 80 QPs with a 512-deep
+		// queue and messages of 1 KB and 32 KB; without the bound (16 WQEs a reload) it pauses.
+		{"rx.miss-fetch-bytes", false, wl("rc", "send", 80, 1024, 1, 1, 512, 1, mb, []int{kb, 32 * kb}, DirUni, MemLocal),
+			func(p *rnic.Profile) { p.Micro.Rx.MissFetchBytes = 0 }},
+		// The RX buffer is allocated in 256 B cells: UD of 80 QPs each way with long queues and 64 B messages
+		// (collie A.2 #15) pauses; counted in bytes, its small frames waiting for their receive WQEs stay under XOFF.
+		{"rx.buffer-cell-bytes", true, wl("ud", "send", 80, 4096, 20, 4, 342, 1, 16*kb, []int{64}, DirBi, MemLocal),
+			func(p *rnic.Profile) { p.Micro.Rx.BufferCellBytes = 0 }},
+		// Loopback crosses while the RX buffer holds less than 8 KB, so A's own loopback QPs share its receive path
+		// with B's: UD loopback of 22 QPs each (44 on A, #15's total of >= 32 with a long WQ) pauses on the
+		// receive-WQE cache; at 4 KB, where one wire frame held loopback back, A met only B's 22.
+		{"tx.loopback-xoff-bytes", true, wl("ud", "send", 22, 2048, 32, 3, 272, 19, 504*kb, []int{320, 352, 1312, 256, 32}, DirLoopback, MemLocal),
+			func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 4 * kb }},
 	} {
-		if s := summarize(runMicro(t, "p2100g", tc.w, nil)); s.isPause() || s.isLow() {
-			t.Errorf("p2100g (%s): pause %.4f, %.1f Gb/s: want no anomaly", tc.field, s.pause, s.gbps)
+		with := summarize(runMicro(t, "p2100g", tc.w, nil))
+		without := summarize(runMicro(t, "p2100g", tc.w, tc.off))
+		if tc.widens {
+			if !with.isPause() || without.isPause() {
+				t.Errorf("p2100g (%s): pause %.4f with the field, %.4f without: want > 0.001 and none", tc.field, with.pause, without.pause)
+			}
+			continue
 		}
-		if s := summarize(runMicro(t, "p2100g", tc.w, tc.off)); !s.isPause() {
-			t.Errorf("p2100g without %s: pause %.4f, want > 0.001", tc.field, s.pause)
+		if with.isPause() || with.isLow() {
+			t.Errorf("p2100g (%s): pause %.4f, %.1f Gb/s: want no anomaly", tc.field, with.pause, with.gbps)
 		}
-	}
-}
-
-// TestLoopbackXoffShare: p2100g's loopback crosses while the RX buffer holds less than 8 KB, so A's own loopback
-// QPs share its receive path with B's: UD loopback of 22 QPs each (44 on A, collie A.2 #15's total of >= 32 with a
-// long WQ) pauses on the receive-WQE cache, and at 4 KB, where one wire frame held loopback back, A met only B's 22.
-func TestLoopbackXoffShare(t *testing.T) {
-	w := wl("ud", "send", 22, 2048, 32, 3, 272, 19, 504*kb, []int{320, 352, 1312, 256, 32}, DirLoopback, MemLocal)
-	if s := summarize(runMicro(t, "p2100g", w, nil)); !s.isPause() {
-		t.Errorf("p2100g: UD loopback of 22 QPs each, 272-deep queue: pause %.4f, want > 0.001", s.pause)
-	}
-	if s := summarize(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Tx.LoopbackXoffBytes = 4 * kb })); s.isPause() {
-		t.Errorf("p2100g with loopback-xoff-bytes 4 KB: pause %.4f, want none", s.pause)
+		if !without.isPause() {
+			t.Errorf("p2100g without %s: pause %.4f, want > 0.001", tc.field, without.pause)
+		}
 	}
 }
