@@ -286,7 +286,7 @@ func workload(w io.Writer, doc *verdict.Document) {
 			bound = append(bound, fmt.Sprintf("%.2f Mpps", wl.InFlightMpps))
 		}
 		if len(bound) > 0 {
-			fmt.Fprintf(w, "           limited by what the workload keeps in flight (one unloaded round trip): %s\n", strings.Join(bound, ", "))
+			fmt.Fprintf(w, "           limited by what the workload keeps in flight (its QPs and queue depth): %s\n", strings.Join(bound, ", "))
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -155,9 +155,9 @@ func TestWorkloadInFlightLine(t *testing.T) {
 		want string
 	}{
 		{resultsdir.WorkloadAnalysis{LimitGbps: 29.1, LimitMpps: 3.29, InFlightGbps: 29.1, InFlightMpps: 3.29},
-			"limited by what the workload keeps in flight (one unloaded round trip): 29.1 Gb/s, 3.29 Mpps\n"},
+			"limited by what the workload keeps in flight (its QPs and queue depth): 29.1 Gb/s, 3.29 Mpps\n"},
 		{resultsdir.WorkloadAnalysis{LimitGbps: 100, LimitMpps: 3.29, InFlightGbps: 150, InFlightMpps: 3.29},
-			"limited by what the workload keeps in flight (one unloaded round trip): 3.29 Mpps\n"},
+			"limited by what the workload keeps in flight (its QPs and queue depth): 3.29 Mpps\n"},
 		{resultsdir.WorkloadAnalysis{LimitGbps: 100, LimitMpps: 11.3, InFlightGbps: 150, InFlightMpps: 20}, ""},
 		{resultsdir.WorkloadAnalysis{LimitGbps: 100, LimitMpps: 11.3}, ""}, // a workload.json from before in_flight
 	} {

@@ -63,8 +63,10 @@ type WorkloadAnalysis struct {
 	WindowUs float64 `json:"window_us"`
 	// LimitGbps and LimitMpps are what the workload can reach: the line rate and the packets/s limit for its
 	// frame sizes, each at most what the workload keeps in flight can carry (InFlightGbps, InFlightMpps: its
-	// outstanding work requests over one unloaded round trip). A workload too shallow to fill the link is slow by
-	// its own design, not the NIC's, so the search and `lumina run` judge against these alike.
+	// outstanding work requests over one unloaded round trip, or what one of its QPs alone carries at its depth
+	// times the QPs where that is less, for a workload below 95% of its limits). A workload too shallow to fill
+	// the link is slow by its own design, not the NIC's, so the search and `lumina run` judge against these
+	// alike.
 	LimitGbps    float64 `json:"limit_gbps"`
 	LimitMpps    float64 `json:"limit_mpps"`
 	InFlightGbps float64 `json:"in_flight_gbps"`
