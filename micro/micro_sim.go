@@ -1959,11 +1959,18 @@ func oneQPMessageNs(cfg *WorkloadConfig, gbps float64) float64 {
 	})
 	w := c.Workload
 	s := newMSim(&c, gbps)
-	s.winFrom, s.winTo = math.MaxInt64, math.MaxInt64
-	conn := &s.conns[0]
 	n := int32(len(w.MsgSizes))
 	warm := (16 + n - 1) / n * n
-	end := warm + (max(4*min(int32(w.WQDepth), 64), 32)+n-1)/n*n
+	// A UC/UD SEND lost for want of a receive WQE carries nothing: those count per message delivered.
+	return s.nsPerMessage(warm, warm+(max(4*min(int32(w.WQDepth), 64), 32)+n-1)/n*n, w.QPType != "rc")
+}
+
+// nsPerMessage runs a one-connection simulation until its connection has completed end messages and returns
+// the time per message from the warm-th completion on: per message completed, or per message delivered
+// (byDelivered). 0 when the run ends or reaches unloadedMaxEvents first, or nothing was delivered.
+func (s *msim) nsPerMessage(warm, end int32, byDelivered bool) float64 {
+	s.winFrom, s.winTo = math.MaxInt64, math.MaxInt64
+	conn := &s.conns[0]
 	var from int64
 	var delivered int32
 	for s.q.Len() > 0 && s.events < unloadedMaxEvents {
@@ -1976,8 +1983,8 @@ func oneQPMessageNs(cfg *WorkloadConfig, gbps float64) float64 {
 		}
 		if conn.acked >= end {
 			d := end - warm
-			if w.QPType != "rc" {
-				d = s.delivered - delivered // a UC/UD SEND lost for want of a receive WQE carries nothing
+			if byDelivered {
+				d = s.delivered - delivered
 			}
 			if d > 0 {
 				return float64(s.now-from) / float64(d) / psPerNs
@@ -2020,31 +2027,15 @@ func unloadedRTTNs(cfg *WorkloadConfig, gbps float64) float64 {
 	c := oneQP(cfg, func(w *scenario.Workload, _ *rnic.MicroArch) { w.WQDepth, w.WQEBatch = 1, 1 })
 	w := c.Workload
 	s := newMSim(&c, gbps)
-	s.winFrom, s.winTo = math.MaxInt64, math.MaxInt64
-	conn := &s.conns[0]
 	if w.Opcode == "send" {
 		// The receive queue is the workload's: one message in flight never finds it empty.
-		conn.rqAvail = cfg.Workload.WQDepth
+		s.conns[0].rqAvail = cfg.Workload.WQDepth
 	}
+	// Per message delivered: a message lost on the way (a UC/UD SEND that found no receive WQE) is not
+	// carried.
 	n := int32(len(w.MsgSizes))
-	var from int64
-	var delivered int32
-	for s.q.Len() > 0 && s.events < unloadedMaxEvents {
-		e := s.q.Pop()
-		s.now = e.At
-		s.events++
-		s.dispatch(&e)
-		if from == 0 && conn.acked >= n {
-			from, delivered = s.now, s.delivered
-		}
-		if conn.acked >= 3*n {
-			if d := s.delivered - delivered; d > 0 {
-				// Per message delivered: a message lost on the way (a UC/UD SEND that found no receive
-				// WQE) is not carried.
-				return float64(s.now-from) / float64(d) / psPerNs
-			}
-			break
-		}
+	if t := s.nsPerMessage(n, 3*n, true); t > 0 {
+		return t
 	}
 	// Not reached (a message lost for good): the analytic sum of the fixed latencies.
 	return s.fixedRTTNs(gbps)
