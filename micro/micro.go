@@ -123,8 +123,8 @@ type WorkloadResult struct {
 	// (WindowRTTNs: the model itself, one connection with one message in flight). For a workload below 95% of
 	// both limits, the round trip is the longer one that one of its QPs alone, at its depth and batch, runs
 	// at, where that leaves its QPs short of the line limits (a QP overlaps its messages only as far as its own
-	// pipeline lets it). A workload that keeps too little
-	// in flight to fill the link is slow by design, not because of the NIC.
+	// pipeline lets it). A workload that keeps too little in flight to fill the link is slow by design, not
+	// because of the NIC.
 	WindowGbps, WindowMpps float64
 	WindowRTTNs            float64
 	Events                 uint64

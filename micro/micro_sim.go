@@ -1952,7 +1952,7 @@ func (s *msim) result(gbps, rttNs float64) *WorkloadResult {
 // many QPs or MRs, the anomalies a search looks for). After 16 messages (whole passes over the pattern) it
 // times four queues' worth (at least 32 messages, at most 256). 0 when the run does not get there.
 func oneQPMessageNs(cfg *WorkloadConfig, gbps float64) float64 {
-	c := oneQP(cfg, func(_ *scenario.Workload, m *rnic.MicroArch) {
+	c := oneQP(cfg, nil, func(m *rnic.MicroArch) {
 		const unbounded = 1 << 20
 		m.Rx.WQECacheSize, m.Rx.PrefetchMin, m.Rx.PrefetchMax = unbounded, unbounded, unbounded
 		m.Rx.FetchSlots, m.Rx.MissSlots, m.Rx.DemandFetchSlots, m.Rx.FetchWQENs = unbounded, unbounded, unbounded, 0
@@ -2024,7 +2024,7 @@ func (s *msim) reverseCtrl(n int) (frames, wire int) {
 // workload's window. The first pass over the pattern warms the caches; the mean of the next two is the round
 // trip.
 func unloadedRTTNs(cfg *WorkloadConfig, gbps float64) float64 {
-	c := oneQP(cfg, func(w *scenario.Workload, _ *rnic.MicroArch) { w.WQDepth, w.WQEBatch = 1, 1 })
+	c := oneQP(cfg, func(w *scenario.Workload) { w.WQDepth, w.WQEBatch = 1, 1 }, nil)
 	w := c.Workload
 	s := newMSim(&c, gbps)
 	if w.Opcode == "send" {
@@ -2042,25 +2042,32 @@ func unloadedRTTNs(cfg *WorkloadConfig, gbps float64) float64 {
 }
 
 // oneQP is cfg reduced to one connection of its workload, one way, with one MR whose translations stay
-// resident, then changed by more (on the workload and on each host's micro-architecture copy).
-func oneQP(cfg *WorkloadConfig, more func(*scenario.Workload, *rnic.MicroArch)) WorkloadConfig {
+// resident, then changed by wl and by arch on each host's copy of its micro-architecture (either may be nil).
+func oneQP(cfg *WorkloadConfig, wl func(*scenario.Workload), arch func(*rnic.MicroArch)) WorkloadConfig {
 	c := *cfg
 	w := c.Workload
 	w.NumQPs, w.NumMRs, w.Direction = 1, 1, DirUni
 	w.MsgSizes = append([]int(nil), w.MsgSizes...)
+	if wl != nil {
+		wl(&w)
+	}
+	c.Workload = w
 	for i, p := range cfg.Profiles {
 		q, m := *p, *p.Micro
 		m.Cache.MTTResident = true
-		more(&w, &m)
+		if arch != nil {
+			arch(&m)
+		}
 		q.Micro = &m
 		c.Profiles[i] = &q
 	}
-	c.Workload = w
 	return c
 }
 
-// unloadedMaxEvents bounds the one-connection run (3 passes over at most 8 messages of up to 128 K frames
-// take far fewer).
+// unloadedMaxEvents bounds each one-connection run: the unloaded round trip's (3 passes over at most 64
+// messages) and the one-QP reference's (at most 16 + 256 messages and a pass). A run of huge messages that
+// reaches it falls back to fixedRTTNs (the round trip) or leaves the in-flight limit as it was (the
+// reference).
 const unloadedMaxEvents = 2_000_000
 
 // fixedRTTNs is the sum of the main fixed latencies of one message (doorbell, WQE read, unit, payload read and
