@@ -1494,7 +1494,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 		c.parked.Push(pi)
 		return
 	}
-	if needWQE && h.m.Rx.DropBeforeFetch && c.rqCached == 0 && c.rqAvail > 0 && h.parkedMsgs >= h.m.Rx.MissSlots {
+	if needWQE && h.m.Rx.DropBeforeFetch && !h.m.Rx.WQEResident && c.rqCached == 0 && c.rqAvail > 0 && h.parkedMsgs >= h.m.Rx.MissSlots {
 		// A miss with every miss-slot taken: the message is dropped before a WQE read starts for it.
 		if s.inWin {
 			h.st.RxWQECacheMiss++
@@ -1665,6 +1665,9 @@ func (s *msim) growReadAhead(h *mhost, c *mconn) {
 // what it has on the NIC (cached or being fetched) is down to half a prefetch.
 func (s *msim) rqPrefetch(h *mhost, ci int32) {
 	c := &s.conns[ci]
+	if h.m.Rx.WQEResident {
+		return
+	}
 	if h.m.Rx.WholeQPCache && c.rqCached+c.rqFetching == 0 && c.parked.Len() == 0 {
 		return // not in the cache and nothing waiting: its WQEs are read when its next message needs one
 	}
@@ -1808,6 +1811,13 @@ func (s *msim) setCached(h *mhost, ci int32, n int) {
 func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 	c := &s.conns[ci]
 	c.lastUse = s.now
+	if h.m.Rx.WQEResident {
+		if c.rqAvail == 0 {
+			return false // nothing posted: receiver not ready
+		}
+		c.rqAvail--
+		return true
+	}
 	if c.rqCached > 0 {
 		s.setCached(h, ci, c.rqCached-1)
 		c.rqAvail--
@@ -1952,11 +1962,7 @@ func (s *msim) result(gbps, rttNs float64) *WorkloadResult {
 // many QPs or MRs, the anomalies a search looks for). After 16 messages (whole passes over the pattern) it
 // times four queues' worth (at least 32 messages, at most 256). 0 when the run does not get there.
 func oneQPMessageNs(cfg *WorkloadConfig, gbps float64) float64 {
-	c := oneQP(cfg, nil, func(m *rnic.MicroArch) {
-		const unbounded = 1 << 20
-		m.Rx.WQECacheSize, m.Rx.PrefetchMin, m.Rx.PrefetchMax = unbounded, unbounded, unbounded
-		m.Rx.FetchSlots, m.Rx.MissSlots, m.Rx.DemandFetchSlots, m.Rx.FetchWQENs = unbounded, unbounded, unbounded, 0
-	})
+	c := oneQP(cfg, nil, func(m *rnic.MicroArch) { m.Rx.WQEResident = true })
 	w := c.Workload
 	s := newMSim(&c, gbps)
 	n := int32(len(w.MsgSizes))

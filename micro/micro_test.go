@@ -662,6 +662,43 @@ func TestMTTResident(t *testing.T) {
 	}
 }
 
+// TestWQEResident: with rx.wqe-resident, receive WQEs are on the NIC whenever a message needs one. #1's trigger
+// on cx6vpi-200g (one UD QP, batch 64, 256 deep), which pauses on receive-WQE cache misses, then runs clean with
+// no miss counted; a queue with nothing posted still has no WQE for a message (the resident WQEs are the posted
+// ones, no more).
+func TestWQEResident(t *testing.T) {
+	w := wl("ud", "send", 1, 2048, 64, 1, 256, 1, 64*kb, []int{2048}, DirUni, MemLocal)
+	r := runMicro(t, "cx6vpi-200g", w, nil)
+	if s := summarize(r); !s.isPause() || r.Hosts[1].RxWQECacheMiss == 0 {
+		t.Fatalf("#1's trigger: pause %.4f, %d receive-WQE misses: want a pause with misses", s.pause, r.Hosts[1].RxWQECacheMiss)
+	}
+	r = runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.WQEResident = true })
+	if s := summarize(r); s.isPause() || s.isLow() || r.Hosts[1].RxWQECacheMiss != 0 {
+		t.Errorf("#1's trigger with wqe-resident: pause %.4f, %.1f Gb/s, %d misses: want clean, no miss", s.pause, s.gbps, r.Hosts[1].RxWQECacheMiss)
+	}
+	// The receiving application reposts what it consumes, so a run never empties the queue: the lookup is
+	// asked directly, with nothing posted and with two WQEs posted.
+	c := WorkloadConfig{Seed: 1, Workload: w}
+	p, err := rnic.LoadProfile("cx6vpi-200g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := *p.Micro
+	m.Rx.WQEResident = true
+	q := *p
+	q.Micro = &m
+	c.Profiles = [2]*rnic.Profile{&q, &q}
+	s := newMSim(&c, 200)
+	s.conns[0].rqAvail = 0
+	if s.takeRecvWQE(s.hosts[1], 0) {
+		t.Errorf("wqe-resident with no receive WQE posted: a message found one")
+	}
+	s.conns[0].rqAvail = 2
+	if !s.takeRecvWQE(s.hosts[1], 0) || s.conns[0].rqAvail != 1 {
+		t.Errorf("wqe-resident with 2 posted: want one taken, %d left", s.conns[0].rqAvail)
+	}
+}
+
 // TestHostPathTLPs: every TLP carries its header across the socket link and the GPU path (host.path-tlp-bytes),
 // so bidirectional cross-socket traffic of small packets, within the path's budget on payload alone, pauses
 // (collie A.1 #11) while one direction of it does not; each write TLP into GPU memory under the same switch

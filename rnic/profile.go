@@ -780,6 +780,9 @@ type MicroRx struct {
 	// once, and a receive doorbell prefetches only for a QP in the cache (the others are read on demand when
 	// their next message arrives).
 	WholeQPCache bool `yaml:"whole-qp-cache"`
+	// WQEResident: every posted receive WQE is on the NIC when a message needs it, so receive-WQE lookups
+	// never miss and no receive WQE is read over PCIe (false: the wqe-cache and its prefetch and miss paths).
+	WQEResident bool `yaml:"wqe-resident"`
 	// DemandFetchSlots > 0: a message that finds no cached receive WQE has its WQEs read by the receive
 	// pipeline itself, this many such reads at once, instead of waiting for one of the prefetcher's
 	// fetch-slots (0: demand and prefetch share fetch-slots).

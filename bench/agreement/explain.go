@@ -9,7 +9,9 @@ import (
 )
 
 // mechanism is one part of the micro-architecture model and how to take it out of a profile: its resource made
-// unlimited (caches larger than any workload, slots and units without bound) or its cost zero.
+// unlimited (caches larger than any workload, receive WQEs resident, read tags without bound), far larger (256
+// transmit units: without a bound every queued WQE would start at once, and the payload reads of thousands of
+// QPs would flood PCIe past the warm-up) or its cost zero.
 type mechanism struct {
 	name string
 	off  func(m *rnic.MicroArch)
@@ -18,10 +20,7 @@ type mechanism struct {
 const unbounded = 1 << 20
 
 var mechanisms = []mechanism{
-	{"rx-wqe", func(m *rnic.MicroArch) { // receive-WQE cache, prefetch, fetch/demand/miss slots, fetcher time
-		m.Rx.WQECacheSize, m.Rx.PrefetchMin, m.Rx.PrefetchMax = unbounded, unbounded, unbounded
-		m.Rx.FetchSlots, m.Rx.MissSlots, m.Rx.DemandFetchSlots, m.Rx.FetchWQENs = unbounded, unbounded, unbounded, 0
-	}},
+	{"rx-wqe", func(m *rnic.MicroArch) { m.Rx.WQEResident = true }},   // receive WQEs on the NIC, never read
 	{"qpc", func(m *rnic.MicroArch) { m.Cache.QPCEntries = 1 << 18 }}, // more than 2 x 65,536 QPs
 	{"mtt", func(m *rnic.MicroArch) { m.Cache.MTTEntries = 1 << 20 }}, // most workloads' translations
 	{"read-tags", func(m *rnic.MicroArch) { m.PCIe.MaxOutstandingReads = unbounded }},
@@ -31,7 +30,7 @@ var mechanisms = []mechanism{
 		r.ReadRespSGENs, r.ReadRespFirstNs = 0, 0
 		m.Tx.PktNs = 0
 	}},
-	{"tx-units", func(m *rnic.MicroArch) { m.Tx.Units = unbounded }},
+	{"tx-units", func(m *rnic.MicroArch) { m.Tx.Units = 256 }}, // 32 x cx6vpi-200g's: unbounded, every queued WQE would start at once
 	{"host-path", func(m *rnic.MicroArch) { // remote-socket and cross-switch GPU memory (not #12's same switch)
 		m.Host.RemoteNUMAGbps, m.Host.RemoteNUMALatencyNs = 1e5, 0
 		m.Host.GPUCrossSwitchGbps, m.Host.GPUCrossSwitchLatency = 1e5, 0
