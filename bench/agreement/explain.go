@@ -11,7 +11,7 @@ import (
 // mechanism is one part of the micro-architecture model and how to take it out of a profile: its resource made
 // unlimited (caches larger than any workload, receive WQEs resident, read tags without bound), far larger (256
 // transmit units: without a bound every queued WQE would start at once, and the payload reads of thousands of
-// QPs would flood PCIe past the warm-up) or its cost zero.
+// QPs would flood PCIe past the warm-up), or its cost zero.
 type mechanism struct {
 	name string
 	off  func(m *rnic.MicroArch)
@@ -30,7 +30,7 @@ var mechanisms = []mechanism{
 		r.ReadRespSGENs, r.ReadRespFirstNs = 0, 0
 		m.Tx.PktNs = 0
 	}},
-	{"tx-units", func(m *rnic.MicroArch) { m.Tx.Units = 256 }}, // 32 x cx6vpi-200g's: unbounded, every queued WQE would start at once
+	{"tx-units", func(m *rnic.MicroArch) { m.Tx.Units = 256 }}, // 4-32 x the profiles' 8-64
 	{"host-path", func(m *rnic.MicroArch) { // remote-socket and cross-switch GPU memory (not #12's same switch)
 		m.Host.RemoteNUMAGbps, m.Host.RemoteNUMALatencyNs = 1e5, 0
 		m.Host.GPUCrossSwitchGbps, m.Host.GPUCrossSwitchLatency = 1e5, 0
