@@ -1633,10 +1633,14 @@ func (s *msim) goBack(h *mhost, ci, msg int32) {
 // --- receive WQEs ---
 
 // prefetchSize is how many receive WQEs the NIC reads ahead per receive doorbell: the batch just posted, or
-// more for a long queue (depth / prefetch-div), within [prefetch-min, prefetch-max].
+// more for a long queue (depth / prefetch-div, from rx.prefetch-long-depth on), within [prefetch-min, prefetch-max].
 func (s *msim) prefetchSize(h *mhost) int {
 	r := &h.m.Rx
-	n := min(max(s.w.WQEBatch, s.w.WQDepth/r.PrefetchDiv, r.PrefetchMin), r.PrefetchMax)
+	long := s.w.WQDepth / r.PrefetchDiv
+	if s.w.WQDepth < r.PrefetchLongDepth {
+		long = 0 // a short queue: its doorbell's batch, at least prefetch-min
+	}
+	n := min(max(s.w.WQEBatch, long, r.PrefetchMin), r.PrefetchMax)
 	if d := r.PrefetchDepthDiv; d > 0 {
 		n = min(n, max(s.w.WQDepth/d, s.w.WQEBatch, 1)) // a short queue: its doorbell's batch, or a share of its depth
 	}

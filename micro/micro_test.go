@@ -755,6 +755,33 @@ func TestWriteTLPHeaders(t *testing.T) {
 	}
 }
 
+// TestPrefetchLongDepth: on cx6vpi-200g only a receive queue of 1024 or more is read ahead by its depth
+// (rx.prefetch-long-depth; collie A.1 #2 and #6 need a WQ >= 1024). UC SEND of 28 QPs with 455-deep queues and
+// UD SEND of 61 QPs with 823-deep queues run clean; read ahead by depth (28 and 51 WQEs a doorbell), they thrash
+// the receive-WQE cache, the first pausing, the second running low.
+func TestPrefetchLongDepth(t *testing.T) {
+	judge := func(r *WorkloadResult) string {
+		pause, gbps, mpps := r.Judged()
+		g, p := r.Limits()
+		return DefaultThresholds.Classify(pause, gbps, mpps, g, p)
+	}
+	for _, tc := range []struct {
+		name    string
+		w       scenario.Workload
+		without string
+	}{
+		{"UC SEND, 28 QPs, 455 deep", wl("uc", "send", 28, 256, 22, 2, 455, 294, 24*kb, []int{9088, 384, 32, 1088}, DirUni, MemLocal), "pause"},
+		{"UD SEND, 61 QPs, 823 deep", wl("ud", "send", 61, 1024, 5, 1, 823, 1, 1660*kb, []int{224, 512, 544, 64, 256, 160, 32}, DirUni, MemRemoteNUMA), "low-throughput"},
+	} {
+		if s := judge(runMicro(t, "cx6vpi-200g", tc.w, nil)); s != "" {
+			t.Errorf("%s: %s, want no anomaly", tc.name, s)
+		}
+		if s := judge(runMicro(t, "cx6vpi-200g", tc.w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchLongDepth = 0 })); s != tc.without {
+			t.Errorf("%s read ahead by depth: %q, want %s", tc.name, s, tc.without)
+		}
+	}
+}
+
 // TestP2100gFields: each of p2100g's fields below decides a workload: a narrowing keeps it clean where it pauses
 // without the field (its clean variant in TestAnomalyMechanisms is the "with" half; the triggers pause either
 // way, TestCollieAnomalies), a widening makes it pause where it stays clear of pause without.

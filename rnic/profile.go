@@ -776,6 +776,9 @@ type MicroRx struct {
 	// PrefetchDepthDiv > 0: a receive doorbell reads ahead no more than wq-depth / prefetch-depth-div WQEs, at
 	// least one (0: prefetch-min..prefetch-max alone, whatever the depth).
 	PrefetchDepthDiv int `yaml:"prefetch-depth-div"`
+	// PrefetchLongDepth > 0: only a queue of at least this depth is read ahead wq-depth / prefetch-div WQEs; a
+	// shorter one reads its doorbell's batch, at least prefetch-min (0: every queue by its depth).
+	PrefetchLongDepth int `yaml:"prefetch-long-depth"`
 	// WholeQPCache: the receive-WQE cache holds QPs rather than WQEs: making room evicts a QP's WQEs all at
 	// once, and a receive doorbell prefetches only for a QP in the cache (the others are read on demand when
 	// their next message arrives).
@@ -890,7 +893,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.fetch-engines", int64(m.Rx.FetchEngines)}, {"rx.evict-wqe-ns", m.Rx.EvictWQENs},
 		{"rx.buffer-cell-bytes", int64(m.Rx.BufferCellBytes)},
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.miss-fetch-bytes", int64(m.Rx.MissFetchBytes)},
-		{"rx.prefetch-depth-div", int64(m.Rx.PrefetchDepthDiv)},
+		{"rx.prefetch-depth-div", int64(m.Rx.PrefetchDepthDiv)}, {"rx.prefetch-long-depth", int64(m.Rx.PrefetchLongDepth)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)},
 		{"rx.prefetch-grow", int64(m.Rx.PrefetchGrow)},

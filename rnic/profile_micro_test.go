@@ -58,6 +58,7 @@ func TestMicroSection(t *testing.T) {
 		{"    write-tlp-bytes: 24", "    write-tlp-bytes: -1", "micro.pcie.write-tlp-bytes: -1: want >= 0", line("write-tlp-bytes")},
 		{"    ordered-short-bytes: 1024", "    ordered-short-bytes: -1", "micro.pcie.ordered-short-bytes: -1: want >= 0", line("ordered-short-bytes")},
 		{"    rx-read-queue-batch: 17", "    rx-read-queue-batch: -1", "micro.pcie.rx-read-queue-batch: -1: want >= 0", line("rx-read-queue-batch")},
+		{"    prefetch-long-depth: 1024", "    prefetch-long-depth: -1", "micro.rx.prefetch-long-depth: -1: want >= 0", line("prefetch-long-depth")},
 		{"    path-tlp-bytes: 24", "    path-tlp-bytes: -24", "micro.host.path-tlp-bytes: -24: want >= 0", line("path-tlp-bytes")},
 		{"    gpu-same-switch-write-tlp-ns: 50", "    gpu-same-switch-write-tlp-ns: -5",
 			"micro.host.gpu-same-switch-write-tlp-ns: -5: want >= 0", line("gpu-same-switch-write-tlp-ns")},
