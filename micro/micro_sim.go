@@ -1034,11 +1034,7 @@ func (s *msim) pcieWrite(h *mhost, t int64, n int, p *mpkt) int64 {
 		t = max(t, h.lastReadDone)
 	}
 	start := max(t, h.wrFree)
-	if hb := m.WriteTLPBytes; hb > 0 {
-		h.wrFree = start + int64(n+hb*tlps(n))*h.wrPsB
-	} else {
-		h.wrFree = start + int64(n)*h.wrPsB
-	}
+	h.wrFree = start + int64(n+m.WriteTLPBytes*tlps(n))*h.wrPsB // wrPsB counts the TLP headers at the raw rate
 	end := h.wrFree
 	if h.pathWrPsPerB > 0 {
 		ps := max(start, h.pathWrFree)
