@@ -649,15 +649,10 @@ func TestRCStateReadResp(t *testing.T) {
 // the search judge against); with the 2048-entry cache, each message's cold translation miss makes it low.
 func TestMTTResident(t *testing.T) {
 	w := wl("ud", "send", 1, 2048, 4, 3, 4, 40000, 4*kb, []int{160, 160, 64}, DirUni, MemLocal)
-	judge := func(r *WorkloadResult) string {
-		pause, gbps, mpps := r.Judged()
-		g, p := r.Limits()
-		return DefaultThresholds.Classify(pause, gbps, mpps, g, p)
-	}
-	if s := judge(runMicro(t, "p2100g", w, nil)); s != "" {
+	if s := verdict(runMicro(t, "p2100g", w, nil)); s != "" {
 		t.Errorf("p2100g: one UD QP, 4-deep queue, 40,000 MRs: %s, want no anomaly", s)
 	}
-	if s := judge(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Cache.MTTResident = false })); s != "low-throughput" {
+	if s := verdict(runMicro(t, "p2100g", w, func(p *rnic.Profile) { p.Micro.Cache.MTTResident = false })); s != "low-throughput" {
 		t.Errorf("p2100g without mtt-resident: %q, want low-throughput", s)
 	}
 }
@@ -760,11 +755,6 @@ func TestWriteTLPHeaders(t *testing.T) {
 // UD SEND of 61 QPs with 823-deep queues run clean; read ahead by depth (28 and 51 WQEs a doorbell), they thrash
 // the receive-WQE cache, the first pausing, the second running low.
 func TestPrefetchLongDepth(t *testing.T) {
-	judge := func(r *WorkloadResult) string {
-		pause, gbps, mpps := r.Judged()
-		g, p := r.Limits()
-		return DefaultThresholds.Classify(pause, gbps, mpps, g, p)
-	}
 	for _, tc := range []struct {
 		name    string
 		w       scenario.Workload
@@ -773,10 +763,10 @@ func TestPrefetchLongDepth(t *testing.T) {
 		{"UC SEND, 28 QPs, 455 deep", wl("uc", "send", 28, 256, 22, 2, 455, 294, 24*kb, []int{9088, 384, 32, 1088}, DirUni, MemLocal), "pause"},
 		{"UD SEND, 61 QPs, 823 deep", wl("ud", "send", 61, 1024, 5, 1, 823, 1, 1660*kb, []int{224, 512, 544, 64, 256, 160, 32}, DirUni, MemRemoteNUMA), "low-throughput"},
 	} {
-		if s := judge(runMicro(t, "cx6vpi-200g", tc.w, nil)); s != "" {
+		if s := verdict(runMicro(t, "cx6vpi-200g", tc.w, nil)); s != "" {
 			t.Errorf("%s: %s, want no anomaly", tc.name, s)
 		}
-		if s := judge(runMicro(t, "cx6vpi-200g", tc.w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchLongDepth = 0 })); s != tc.without {
+		if s := verdict(runMicro(t, "cx6vpi-200g", tc.w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchLongDepth = 0 })); s != tc.without {
 			t.Errorf("%s read ahead by depth: %q, want %s", tc.name, s, tc.without)
 		}
 	}

@@ -88,4 +88,12 @@ func (s summary) symptom() string {
 	return DefaultThresholds.Classify(s.pause, s.gbps, s.mpps, s.limG, s.limP)
 }
 func (s summary) isPause() bool { return s.symptom() == "pause" }
-func (s summary) isLow() bool   { return s.symptom() == "low-throughput" }
+
+// verdict is the symptom lumina run of a workload and the search report: against the limits that include what
+// the workload keeps in flight (Limits), where summary judges against the NIC's and the line's alone.
+func verdict(r *WorkloadResult) string {
+	pause, gbps, mpps := r.Judged()
+	g, p := r.Limits()
+	return DefaultThresholds.Classify(pause, gbps, mpps, g, p)
+}
+func (s summary) isLow() bool { return s.symptom() == "low-throughput" }

@@ -21,9 +21,9 @@ func TestWindowIsOneQPAlone(t *testing.T) {
 			for _, depth := range []int{3, 6, 12} {
 				w := wl(tc.qp, tc.op, tc.qps, 256, 1, 4, depth, 1, 320*kb, []int{160, 128, 32}, DirUni, tc.mem)
 				r := runMicro(t, prof, w, nil)
-				_, gbps, mpps := r.Judged()
-				gl, ml := r.Limits()
-				if s := DefaultThresholds.Classify(0, gbps, mpps, gl, ml); s != "" || mpps > 1.15*ml {
+				_, _, mpps := r.Judged()
+				_, ml := r.Limits()
+				if s := verdict(r); s != "" || mpps > 1.15*ml {
 					t.Errorf("%s %s %s %d QPs %s depth %d: %.2f Mpps against a limit of %.2f (in flight %.2f, round trip %.0f ns): %q, want normal at its limit",
 						prof, tc.qp, tc.op, tc.qps, tc.mem, depth, mpps, ml, r.WindowMpps, r.WindowRTTNs, s)
 				}
@@ -32,9 +32,8 @@ func TestWindowIsOneQPAlone(t *testing.T) {
 	}
 	w := wl("rc", "write", 480, 1024, 1, 1, 16, 1, 64*kb, []int{512}, DirUni, MemLocal)
 	r := runMicro(t, "cx6vpi-200g", w, nil)
-	_, gbps, mpps := r.Judged()
-	gl, ml := r.Limits()
-	if s := DefaultThresholds.Classify(0, gbps, mpps, gl, ml); s != "low-throughput" || r.WindowMpps < mpps/(1-AnomalyLowFraction) {
+	_, _, mpps := r.Judged()
+	if s := verdict(r); s != "low-throughput" || r.WindowMpps < mpps/(1-AnomalyLowFraction) {
 		t.Errorf("#7's trigger: %.2f Mpps, in flight %.2f Mpps: %q, want low-throughput with the in-flight limit above it", mpps, r.WindowMpps, s)
 	}
 }
