@@ -1662,7 +1662,9 @@ func (s *msim) growReadAhead(h *mhost, c *mconn) {
 }
 
 // rqPrefetch runs on a receive doorbell: it reads ahead the next uncached receive WQEs of the connection when
-// what it has on the NIC (cached or being fetched) is down to half a prefetch.
+// what it has on the NIC (cached or being fetched) is down to half a prefetch. A QP whose messages wait for a
+// receive WQE (they parked when its posted ones ran out) needs the read: it is a demand fetch, not a hint the
+// busy prefetcher may drop, since nothing else would read WQEs for the waiting messages.
 func (s *msim) rqPrefetch(h *mhost, ci int32) {
 	c := &s.conns[ci]
 	if h.m.Rx.WQEResident {
@@ -1672,7 +1674,7 @@ func (s *msim) rqPrefetch(h *mhost, ci int32) {
 		return // not in the cache and nothing waiting: its WQEs are read when its next message needs one
 	}
 	if n := s.readAhead(h, c); c.rqCached+c.rqFetching <= n/2 {
-		s.rqFetch(h, ci, n, false)
+		s.rqFetch(h, ci, n, c.parked.Len() > 0)
 	}
 }
 
