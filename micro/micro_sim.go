@@ -284,6 +284,11 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 	s.measurePs = cfg.MeasureNs * psPerNs
 	if adaptive {
 		s.warmCapPs = maxWarmupNs * psPerNs
+		for _, h := range s.hosts {
+			// The applications' initial fill of their queues is start-up, however long its doorbells take
+			// (Collie samples a second of steady traffic): the warm-up runs on at least until it is through.
+			s.warmCapPs = max(s.warmCapPs, h.dbFree+warmupStepNs*psPerNs)
+		}
 	}
 	s.q.Push(des.Event{At: s.winFrom, Kind: mevWindowStart})
 	for s.q.Len() > 0 {
@@ -359,7 +364,8 @@ func newMSim(cfg *WorkloadConfig, gbps float64) *msim {
 // completed a message and others still complete their first: with thousands of QPs every QP's first WQE reads
 // land on the PCIe read channel at once, and the window would otherwise measure that backlog rather than the
 // steady state (Collie measures a workload once its traffic is stable). A connection the steady state starves
-// (no new first completion in a step) does not hold the window back.
+// (no new first completion in a step) does not hold the window back. The cap is later where the applications'
+// initial fill of their queues takes longer to ring through the doorbell handling (RunWorkload).
 func defaultWarmupNs(cfg *WorkloadConfig) int64 {
 	w := &cfg.Workload
 	conns := w.NumQPs
