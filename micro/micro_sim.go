@@ -138,13 +138,17 @@ type mhost struct {
 	ctrlQ      des.Ring[int32]
 	loopQ      des.Ring[int32]
 	txQBytes   int
-	wireBusy   bool
-	paused     bool // by the switch
-	pausedAt   int64
-	loopBusy   bool
-	ppFree     int64 // the shared packet processor
-	nextTxAt   int64 // earliest start of the next frame (packet-rate limit)
-	pktGapPs   int64
+	// reqQ: READ requests waiting for the wire, taken in turn with txQ's frames (reqTurn: the next pick
+	// between the two is a request).
+	reqQ     des.Ring[int32]
+	reqTurn  bool
+	wireBusy bool
+	paused   bool // by the switch
+	pausedAt int64
+	loopBusy bool
+	ppFree   int64 // the shared packet processor
+	nextTxAt int64 // earliest start of the next frame (packet-rate limit)
+	pktGapPs int64
 	// PCIe.
 	rdFree, wrFree, pathFree int64
 	lastReadDone             int64
@@ -895,10 +899,14 @@ func (s *msim) dmaDone(h *mhost, ji int32) {
 		}
 		p.wire = int32(wire) + p.payload
 		pi := s.newPkt(p)
-		h.txQBytes += int(p.wire)
-		if src == dst {
+		switch {
+		case src == dst:
+			h.txQBytes += int(p.wire)
 			h.loopQ.Push(pi)
-		} else {
+		case kind == mpReadReq:
+			h.reqQ.Push(pi)
+		default:
+			h.txQBytes += int(p.wire)
 			h.txQ.Push(pi)
 		}
 	}
@@ -915,7 +923,14 @@ func (s *msim) trySend(h *mhost) {
 		switch {
 		case h.ctrlQ.Len() > 0:
 			pi = h.ctrlQ.Pop()
+		case h.reqQ.Len() > 0 && (h.reqTurn || h.txQ.Len() == 0):
+			// READ requests and the other frames take turns: the egress arbitrates frame by frame between
+			// the requester's QPs and the data queued for the wire, so neither waits behind all of the other
+			// (the first requests of thousands of QPs, 16 each, queued megabytes ahead of every response).
+			pi = h.reqQ.Pop()
+			h.reqTurn = false
 		case h.txQ.Len() > 0:
+			h.reqTurn = true
 			pi = h.txQ.Pop()
 			p := &s.pkts[pi]
 			h.txQBytes -= int(p.wire)

@@ -790,9 +790,9 @@ func TestP2100gFields(t *testing.T) {
 		// 64/224 B at MTU 512 (#18 is bidirectional); with the receiver paying it too it pauses.
 		{"rx.rc-state-sender-only", false, wl("rc", "send", 113, 512, 21, 3, 71, 119, 84*kb, []int{64, 224}, DirUni, MemGPUSameSwitch),
 			func(p *rnic.Profile) { p.Micro.Rx.RCStateSenderOnly = false }},
-		// A READ response packet's read state is looked up only at MTU <= 1 KB (#16 needs a small MTU):
-		// bidirectional RC READ of 272 QPs with batch 26 at MTU 2048; looked up at every MTU it pauses.
-		{"rx.read-resp-qpc-max-mtu", false, wl("rc", "read", 272, 2048, 26, 4, 42, 17, 28*kb, []int{288, 3968, 384}, DirBi, MemRemoteNUMA),
+		// A READ response packet's read state is looked up only at MTU <= 1 KB (#16 needs a small MTU): RC READ
+		// of 400 QPs with batch 26 at MTU 2048; looked up at every MTU it pauses.
+		{"rx.read-resp-qpc-max-mtu", false, wl("rc", "read", 400, 2048, 26, 4, 42, 17, 28*kb, []int{288, 3968, 384}, DirUni, MemRemoteNUMA),
 			func(p *rnic.Profile) { p.Micro.Rx.ReadRespQPCMaxMTU = 0 }},
 		// A short receive queue is read ahead by an eighth of its depth (#15 needs a WQ >= 64): UD of 62 QPs each
 		// way with a 15-deep queue and batch 1; reading 8 ahead (prefetch-min) it pauses.
@@ -854,5 +854,19 @@ func TestWarmupCoversTheInitialFill(t *testing.T) {
 	if s := verdict(r); s != "" {
 		_, gbps, mpps := r.Judged()
 		t.Errorf("UC WRITE of 6,177 QPs: %s (%.1f Gb/s, %.1f Mpps), want no anomaly", s, gbps, mpps)
+	}
+}
+
+// TestReadRequestsTakeTurnsWithData: READ requests and the frames queued for the wire take turns at the egress.
+// In one queue, the first requests of thousands of QPs (16 outstanding each) queued megabytes ahead of every
+// response: bidirectional RC READ of 4,793 QPs on p2100g delivered 0.8 Gb/s in a window 4 ms after the start,
+// and a READ workload judged on its start-up, not its steady state.
+func TestReadRequestsTakeTurnsWithData(t *testing.T) {
+	w := wl("rc", "read", 4793, 4096, 19, 1, 659, 24, 628*kb, []int{2560, 23264, 192, 352, 7872}, DirBi, MemRemoteNUMA)
+	r := runMicro(t, "p2100g", w, nil)
+	if s := verdict(r); s != "" {
+		_, gbps, mpps := r.Judged()
+		g, p := r.Limits()
+		t.Errorf("bidirectional RC READ of 4,793 QPs: %s (%.1f Gb/s, %.1f Mpps of %.1f Gb/s, %.1f Mpps), want no anomaly", s, gbps, mpps, g, p)
 	}
 }
