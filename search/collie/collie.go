@@ -82,8 +82,6 @@ type Anomaly struct {
 	// Trigger is the appendix's simplified concrete trigger setting.
 	Trigger     scenario.Workload `yaml:"trigger"`
 	TriggerNote string            `yaml:"trigger_note"`
-	// TriggerOutside says why the appendix's trigger lies outside the table's conditions (empty: inside).
-	TriggerOutside string `yaml:"trigger_outside"`
 }
 
 // Profile names the anomalies a simulated profile must hold.
@@ -168,10 +166,8 @@ func (c *Catalog) validate() error {
 		}
 		if err := checkTrigger(&a.Trigger); err != nil {
 			bad("trigger: %v", err)
-		} else if in := a.When.Holds(a.Trigger); in && a.TriggerOutside != "" {
-			bad("trigger_outside is set but the trigger meets the conditions")
-		} else if !in && a.TriggerOutside == "" {
-			bad("the trigger does not meet the conditions (%s) and trigger_outside does not say why", a.When.Unmet(a.Trigger))
+		} else if !a.When.Holds(a.Trigger) {
+			bad("the trigger does not meet the conditions (%s): a necessary condition must hold at the appendix's own trigger", a.When.Unmet(a.Trigger))
 		}
 	}
 	names := map[string]bool{}
