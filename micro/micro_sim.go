@@ -139,7 +139,8 @@ type mhost struct {
 	loopQ      des.Ring[int32]
 	txQBytes   int
 	// reqQ: READ requests waiting for the wire, taken in turn with txQ's frames (reqTurn: the next pick
-	// between the two is a request).
+	// between the two is a request). They are not in txQBytes: a request carries no payload, and a QP has at
+	// most mMaxRdAtom of them outstanding.
 	reqQ     des.Ring[int32]
 	reqTurn  bool
 	wireBusy bool
