@@ -3,6 +3,8 @@ package collie
 import (
 	"strings"
 	"testing"
+
+	"github.com/lumina-go/lumina/scenario"
 )
 
 // TestCatalog: the embedded file parses, holds Collie's 18 anomalies once each (13 on subsystem F, 5 on H,
@@ -55,23 +57,24 @@ func TestPredict(t *testing.T) {
 			t.Errorf("#%d: the conditions do not hold at the trigger (%s)", a.ID, a.When.Unmet(a.Trigger))
 		}
 	}
-	p, _ := c.Profile("p2100g")
-	w := c.Anomaly(18).Trigger
-	if got := p.Predict(c, w); len(got) != 1 || got[0] != 18 {
-		t.Errorf("#18's trigger (batch 16) predicts %v, want [18]", got)
-	}
-	w.WQEBatch = 15
-	if got := p.Predict(c, w); len(got) != 0 {
-		t.Errorf("#18's trigger with batch 15 predicts %v, want none", got)
-	}
-	f0, _ := c.Profile("cx6vpi-200g")
-	seven := c.Anomaly(7).Trigger
-	if got := f0.Predict(c, seven); len(got) != 1 || got[0] != 7 {
-		t.Errorf("#7's trigger (480 QPs) predicts %v, want [7]", got)
-	}
-	seven.NumQPs = 479
-	if got := f0.Predict(c, seven); len(got) != 0 {
-		t.Errorf("#7's trigger with 479 QPs predicts %v, want none", got)
+	// The two thresholds read at their triggers hold there and stop one step below.
+	for _, tc := range []struct {
+		profile string
+		id      int
+		below   func(w *scenario.Workload)
+	}{
+		{"p2100g", 18, func(w *scenario.Workload) { w.WQEBatch = 15 }},
+		{"cx6vpi-200g", 7, func(w *scenario.Workload) { w.NumQPs = 479 }},
+	} {
+		p, _ := c.Profile(tc.profile)
+		w := c.Anomaly(tc.id).Trigger
+		if got := p.Predict(c, w); len(got) != 1 || got[0] != tc.id {
+			t.Errorf("#%d's trigger predicts %v, want [%d]", tc.id, got, tc.id)
+		}
+		tc.below(&w)
+		if got := p.Predict(c, w); len(got) != 0 {
+			t.Errorf("#%d's trigger one step below its threshold predicts %v, want none", tc.id, got)
+		}
 	}
 	f, _ := c.Profile("cx6vpi-200g")
 	nine := c.Anomaly(9).Trigger
