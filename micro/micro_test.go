@@ -836,11 +836,8 @@ func TestP2100gFields(t *testing.T) {
 // was dropped; it is clean.
 func TestRepostFetchesForWaitingMessages(t *testing.T) {
 	for _, qp := range []string{"ud", "uc"} {
-		r := runMicro(t, "cx6vpi-200g", wl(qp, "send", 20, 1024, 6, 1, 6, 1, 64*kb, []int{256}, DirUni, MemLocal), nil)
-		if s := verdict(r); s != "" {
-			_, gbps, mpps := r.Judged()
-			t.Errorf("%s SEND, 20 QPs, 6-deep receive queues: %s (%.1f Gb/s, %.1f Mpps), want no anomaly", qp, s, gbps, mpps)
-		}
+		wantClean(t, "cx6vpi-200g", qp+" SEND, 20 QPs, 6-deep receive queues",
+			wl(qp, "send", 20, 1024, 6, 1, 6, 1, 64*kb, []int{256}, DirUni, MemLocal))
 	}
 }
 
@@ -849,12 +846,8 @@ func TestRepostFetchesForWaitingMessages(t *testing.T) {
 // doorbells (5.1 ms at 2 ns each); with the warm-up capped at 4 ms the window measured QPs starting one by one
 // at 3.4 Gb/s, and the workload runs at the line rate once they all have.
 func TestWarmupCoversTheInitialFill(t *testing.T) {
-	w := wl("uc", "write", 6177, 1024, 1, 2, 415, 30, 4*kb, []int{256, 33760}, DirUni, MemLocal)
-	r := runMicro(t, "cx6vpi-200g", w, nil)
-	if s := verdict(r); s != "" {
-		_, gbps, mpps := r.Judged()
-		t.Errorf("UC WRITE of 6,177 QPs: %s (%.1f Gb/s, %.1f Mpps), want no anomaly", s, gbps, mpps)
-	}
+	wantClean(t, "cx6vpi-200g", "UC WRITE of 6,177 QPs",
+		wl("uc", "write", 6177, 1024, 1, 2, 415, 30, 4*kb, []int{256, 33760}, DirUni, MemLocal))
 }
 
 // TestReadRequestsTakeTurnsWithData: READ requests and the frames queued for the wire take turns at the egress.
@@ -862,11 +855,6 @@ func TestWarmupCoversTheInitialFill(t *testing.T) {
 // response: bidirectional RC READ of 4,793 QPs on p2100g delivered 0.8 Gb/s in a window 4 ms after the start,
 // and a READ workload judged on its start-up, not its steady state.
 func TestReadRequestsTakeTurnsWithData(t *testing.T) {
-	w := wl("rc", "read", 4793, 4096, 19, 1, 659, 24, 628*kb, []int{2560, 23264, 192, 352, 7872}, DirBi, MemRemoteNUMA)
-	r := runMicro(t, "p2100g", w, nil)
-	if s := verdict(r); s != "" {
-		_, gbps, mpps := r.Judged()
-		g, p := r.Limits()
-		t.Errorf("bidirectional RC READ of 4,793 QPs: %s (%.1f Gb/s, %.1f Mpps of %.1f Gb/s, %.1f Mpps), want no anomaly", s, gbps, mpps, g, p)
-	}
+	wantClean(t, "p2100g", "bidirectional RC READ of 4,793 QPs",
+		wl("rc", "read", 4793, 4096, 19, 1, 659, 24, 628*kb, []int{2560, 23264, 192, 352, 7872}, DirBi, MemRemoteNUMA))
 }

@@ -88,6 +88,7 @@ func (s summary) symptom() string {
 	return DefaultThresholds.Classify(s.pause, s.gbps, s.mpps, s.limG, s.limP)
 }
 func (s summary) isPause() bool { return s.symptom() == "pause" }
+func (s summary) isLow() bool   { return s.symptom() == "low-throughput" }
 
 // verdict is the symptom lumina run of a workload and the search report: against the limits that include what
 // the workload keeps in flight (Limits), where summary judges against the NIC's and the line's alone.
@@ -96,4 +97,14 @@ func verdict(r *WorkloadResult) string {
 	g, p := r.Limits()
 	return DefaultThresholds.Classify(pause, gbps, mpps, g, p)
 }
-func (s summary) isLow() bool { return s.symptom() == "low-throughput" }
+
+// wantClean runs w on the profile and reports what, with its goodput and limits, unless its verdict is normal.
+func wantClean(t *testing.T, profile, what string, w scenario.Workload) {
+	t.Helper()
+	r := runMicro(t, profile, w, nil)
+	if s := verdict(r); s != "" {
+		_, gbps, mpps := r.Judged()
+		g, p := r.Limits()
+		t.Errorf("%s: %s (%.1f Gb/s, %.1f Mpps of %.1f Gb/s, %.1f Mpps), want no anomaly", what, s, gbps, mpps, g, p)
+	}
+}
