@@ -3,6 +3,7 @@ package micro
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/lumina-go/lumina/internal/des"
 	"github.com/lumina-go/lumina/rnic"
@@ -84,6 +85,9 @@ type mjob struct {
 	msg   int32
 	epoch uint16
 	resp  bool // a READ response (on the responder) rather than a requester WQE
+	// lookedUp is when the job's context and translations are on the NIC, its payload read's earliest start
+	// (after the unit let it go: tx.lookup-wait).
+	lookedUp int64
 }
 
 // mconn is one connection: its requester (which posts the WQEs) and responder.
@@ -127,6 +131,7 @@ type mhost struct {
 	m  *rnic.MicroArch
 	st MicroStats
 	// Transmit.
+	lookupWait bool // the workload's WQEs hold their unit through their lookups (tx.lookup-wait)
 	dbFree     int64
 	freeUnits  int
 	dmaPending int             // jobs whose payload read is in flight
@@ -159,15 +164,18 @@ type mhost struct {
 	qpc, mtt setAssoc
 	qps      int // QPs on this NIC (each connection's requester and responder are one QP each)
 	// Receive.
-	rxBuf      int
-	rxQ        des.Ring[int32]
-	rxBusy     bool
-	xoff       bool
-	xoffAt     int64
-	parkedMsgs int
-	rqs        int     // receive queues on this host (a connection's responder side)
-	cacheUsed  int     // receive WQEs cached (all QPs)
-	holders    []int32 // connections with cached receive WQEs
+	wqeResident bool  // receive WQEs never miss (rx.wqe-resident, or rx.short-queues-resident for this workload)
+	rxGapPs     int64 // the receive packet rate's spacing (rx.max-mpps; 0: none)
+	nextRxAt    int64 // the next received frame starts on the processor no earlier
+	rxBuf       int
+	rxQ         des.Ring[int32]
+	rxBusy      bool
+	xoff        bool
+	xoffAt      int64
+	parkedMsgs  int
+	rqs         int     // receive queues on this host (a connection's responder side)
+	cacheUsed   int     // receive WQEs cached (all QPs)
+	holders     []int32 // connections with cached receive WQEs
 	// Receive-WQE fetches in flight and waiting (connection, count).
 	fetchActive int
 	// When each of the receive-WQE fetcher's parse engines (rx.fetch-engines, at least one) is free.
@@ -404,6 +412,12 @@ func psPerByte(gbps float64) int64 { return max(int64(8000/gbps+0.5), 1) }
 func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 	m := p.Micro
 	h := &mhost{id: id, m: m, freeUnits: m.Tx.Units, pktGapPs: int64(1e6 / m.MaxMpps)}
+	kind := w.QPType + "-" + w.Opcode
+	h.lookupWait = len(m.Tx.LookupWait) == 0 || slices.Contains(m.Tx.LookupWait, kind)
+	h.wqeResident = m.Rx.WQEResident || m.Rx.ShortQueuesResident && prefetchSize(&m.Rx, w) < m.Rx.PrefetchMax
+	if r := m.Rx.MaxMpps; r > 0 {
+		h.rxGapPs = int64(1e6 / r)
+	}
 	h.st.PausePrio = m.Rx.PausePrio
 	h.qpc = newSetAssoc(m.Cache.QPCEntries)
 	h.mtt = newSetAssoc(m.Cache.MTTEntries)
@@ -789,13 +803,18 @@ func (s *msim) startJob(h *mhost, j mjob) {
 	if j.resp {
 		sge = 1 // the responder reads one remote range
 	}
-	t := s.now + (m.Tx.WQENs+int64(sge)*m.Tx.SGENs)*psPerNs
+	parsed := s.now + (m.Tx.WQENs+int64(sge)*m.Tx.SGENs)*psPerNs
+	t := parsed
 	if m.Tx.BurstWQEs > 0 && !j.resp {
 		t = s.lookupBurst(h, t, j)
 	} else {
 		t = s.lookupQPC(h, t, j.conn)
 		size := s.msgSize(j.msg)
 		t = s.lookupMTT(h, t, j.conn, j.msg, size, sge)
+	}
+	j.lookedUp = t
+	if !h.lookupWait {
+		t = parsed // the lookups run on beside the unit
 	}
 	ji := s.newJob(j)
 	s.q.Push(des.Event{At: t, Kind: mevUnitDone, Obj: int32(h.id), Arg: ji})
@@ -806,7 +825,7 @@ func (s *msim) startJob(h *mhost, j mjob) {
 func (s *msim) unitDone(h *mhost, ji int32) {
 	j := &s.jobs[ji]
 	h.freeUnits++
-	done := s.now
+	done := max(s.now, j.lookedUp)
 	if j.resp || s.w.Opcode != "read" {
 		sge := s.w.SGE
 		if j.resp {
@@ -815,26 +834,27 @@ func (s *msim) unitDone(h *mhost, ji int32) {
 		size := s.msgSize(j.msg)
 		h.dmaBytes += size
 		piece := (size + sge - 1) / sge
+		at := max(s.now, j.lookedUp)
 		for left := size; left > 0; {
 			n := min(piece, left)
 			left -= n
-			done = max(done, s.readPayload(h, n))
+			done = max(done, s.readPayload(h, at, n))
 		}
-		done = max(done, s.readPayload(h, s.stagingRefetch(h, size)))
+		done = max(done, s.readPayload(h, at, s.stagingRefetch(h, size)))
 	}
 	h.dmaPending++
 	s.q.Push(des.Event{At: done, Kind: mevDMADone, Obj: int32(h.id), Arg: ji})
 	s.startUnits(h)
 }
 
-// readPayload issues n payload bytes as read requests of at most read-request-bytes from now and returns when
-// the last of them is on the NIC (now for n = 0).
-func (s *msim) readPayload(h *mhost, n int) int64 {
-	done := s.now
+// readPayload issues n payload bytes as read requests of at most read-request-bytes from time at (now or
+// later) and returns when the last of them is on the NIC (at for n = 0).
+func (s *msim) readPayload(h *mhost, at int64, n int) int64 {
+	done := at
 	for n > 0 {
 		r := min(n, h.m.PCIe.ReadRequestBytes)
 		n -= r
-		done = max(done, s.pcieRead(h, s.now, r, true))
+		done = max(done, s.pcieRead(h, at, r, true))
 	}
 	return done
 }
@@ -1360,6 +1380,10 @@ func (s *msim) startRx(h *mhost) {
 		}
 	}
 	start := max(s.now, h.ppFree)
+	if h.rxGapPs > 0 && p.kind != mpAck {
+		start = max(start, h.nextRxAt)
+		h.nextRxAt = start + h.rxGapPs
+	}
 	perPacketQPC := r.ReadRespPerPacketQPC && p.kind == mpReadResp && h.readers > h.m.Cache.QPCEntries &&
 		min(s.w.WQEBatch, wqeFetchMax) >= r.ReadRespQPCBatch && (r.ReadRespQPCMaxMTU == 0 || s.w.MTU <= r.ReadRespQPCMaxMTU)
 	if perPacketQPC && !p.first() {
@@ -1512,7 +1536,7 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 		c.parked.Push(pi)
 		return
 	}
-	if needWQE && h.m.Rx.DropBeforeFetch && !h.m.Rx.WQEResident && c.rqCached == 0 && c.rqAvail > 0 && h.parkedMsgs >= h.m.Rx.MissSlots {
+	if needWQE && h.m.Rx.DropBeforeFetch && !h.wqeResident && c.rqCached == 0 && c.rqAvail > 0 && h.parkedMsgs >= h.m.Rx.MissSlots {
 		// A miss with every miss-slot taken: the message is dropped before a WQE read starts for it.
 		if s.inWin {
 			h.st.RxWQECacheMiss++
@@ -1652,22 +1676,21 @@ func (s *msim) goBack(h *mhost, ci, msg int32) {
 
 // prefetchSize is how many receive WQEs the NIC reads ahead per receive doorbell: the batch just posted, or
 // more for a long queue (depth / prefetch-div, from rx.prefetch-long-depth on), within [prefetch-min, prefetch-max].
-func (s *msim) prefetchSize(h *mhost) int {
-	r := &h.m.Rx
-	long := s.w.WQDepth / r.PrefetchDiv
-	if s.w.WQDepth < r.PrefetchLongDepth {
+func prefetchSize(r *rnic.MicroRx, w *scenario.Workload) int {
+	long := w.WQDepth / r.PrefetchDiv
+	if w.WQDepth < r.PrefetchLongDepth {
 		long = 0 // a short queue: its doorbell's batch, at least prefetch-min
 	}
-	n := min(max(s.w.WQEBatch, long, r.PrefetchMin), r.PrefetchMax)
+	n := min(max(w.WQEBatch, long, r.PrefetchMin), r.PrefetchMax)
 	if d := r.PrefetchDepthDiv; d > 0 {
-		n = min(n, max(s.w.WQDepth/d, s.w.WQEBatch, 1)) // a short queue: its doorbell's batch, or a share of its depth
+		n = min(n, max(w.WQDepth/d, w.WQEBatch, 1)) // a short queue: its doorbell's batch, or a share of its depth
 	}
 	return n
 }
 
 // readAhead is the connection's read-ahead: prefetchSize, or more once rx.prefetch-grow lengthened it.
 func (s *msim) readAhead(h *mhost, c *mconn) int {
-	return max(s.prefetchSize(h), c.rqAhead)
+	return max(prefetchSize(&h.m.Rx, s.w), c.rqAhead)
 }
 
 // growReadAhead: a QP whose messages wait behind a receive-WQE miss ran dry under load; rx.prefetch-grow
@@ -1689,7 +1712,7 @@ func (s *msim) growReadAhead(h *mhost, c *mconn) {
 // busy prefetcher may drop, since nothing else would read WQEs for the waiting messages.
 func (s *msim) rqPrefetch(h *mhost, ci int32) {
 	c := &s.conns[ci]
-	if h.m.Rx.WQEResident {
+	if h.wqeResident {
 		return
 	}
 	if h.m.Rx.WholeQPCache && c.rqCached+c.rqFetching == 0 && c.parked.Len() == 0 {
@@ -1835,7 +1858,7 @@ func (s *msim) setCached(h *mhost, ci int32, n int) {
 func (s *msim) takeRecvWQE(h *mhost, ci int32) bool {
 	c := &s.conns[ci]
 	c.lastUse = s.now
-	if h.m.Rx.WQEResident {
+	if h.wqeResident {
 		if c.rqAvail == 0 {
 			return false // nothing posted: receiver not ready
 		}

@@ -424,11 +424,12 @@ func TestDemandFetchSlots(t *testing.T) {
 	// The cache, read-ahead and cold misses as they were then too (80 entries, 32 per QP, 4 WQEs per miss): with
 	// 256 entries or one-WQE cold misses the shared slots keep up with this workload as well.
 	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
+		shortQueuesMiss(p)
 		p.Micro.Rx.DemandFetchSlots, p.Micro.Rx.PrefetchDropBusy, p.Micro.Rx.ColdMissFetch = 0, false, 0
 		p.Micro.Rx.WQECacheSize, p.Micro.Rx.PrefetchMax = 80, 32
 		p.Micro.Rx.FetchSlots, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 3, 0, 0 // the fetcher of then
 	}))
-	own := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+	own := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
 	t.Logf("shared slots: pause %.4f %.1f Gb/s %.1f Mpps; own slots: pause %.4f %.1f Gb/s %.1f Mpps",
 		shared.pause, shared.gbps, shared.mpps, own.pause, own.gbps, own.mpps)
 	if !shared.isPause() && !shared.isLow() {
@@ -449,10 +450,11 @@ func TestColdMissFetch(t *testing.T) {
 		wl("uc", "send", 440, 512, 7, 4, 8, 1, 64*kb, []int{832}, DirUni, MemLocal),
 		wl("rc", "send", 511, 2048, 11, 4, 686, 1, 64*kb, []int{46880, 7584, 128, 1920}, DirUni, MemLocal),
 	} {
-		on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+		on := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
 		// Counterfactual on the one-at-a-time fetcher the narrowing was made on (fetch-engines and evict-wqe-ns
 		// came later, and absorb the wasted parsing too).
 		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
+			shortQueuesMiss(p)
 			p.Micro.Rx.ColdMissFetch, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 0, 0, 0
 		}))
 		t.Logf("%s %s %d QPs: cold-miss-fetch 1: pause %.4f %.1f Gb/s; 0: pause %.4f %.1f Gb/s", w.QPType, w.Opcode,
@@ -475,8 +477,11 @@ func TestFetchEngines(t *testing.T) {
 		wl("ud", "send", 16, 1024, 16, 1, 128, 1, 64*kb, []int{256}, DirUni, MemLocal),
 		wl("ud", "send", 16, 1024, 16, 1, 256, 1, 64*kb, []int{256}, DirUni, MemLocal),
 	} {
-		on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
-		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 0, 0 }))
+		on := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
+		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
+			shortQueuesMiss(p)
+			p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 0, 0
+		}))
 		t.Logf("%s %s %d QPs depth %d: 8 engines: pause %.4f %.1f Mpps; one: pause %.4f %.1f Mpps (limit %.1f)", w.QPType,
 			w.Opcode, w.NumQPs, w.WQDepth, on.pause, on.mpps, off.pause, off.mpps, on.limP)
 		if on.isPause() || on.isLow() {
@@ -519,8 +524,8 @@ func TestClassify(t *testing.T) {
 // reports no such UC anomaly). With cx6vpi-200g's drop-before-fetch it stays clean.
 func TestDropBeforeFetch(t *testing.T) {
 	w := wl("uc", "send", 235, 1024, 9, 3, 210, 1, 64*kb, []int{2368, 64, 43 * kb}, DirUni, MemLocal)
-	on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
-	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.DropBeforeFetch = false }))
+	on := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
+	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { shortQueuesMiss(p); p.Micro.Rx.DropBeforeFetch = false }))
 	t.Logf("drop-before-fetch: pause %.4f %.1f Gb/s; without: pause %.4f %.1f Gb/s", on.pause, on.gbps, off.pause, off.gbps)
 	if on.isPause() || on.isLow() {
 		t.Errorf("with drop-before-fetch: pause %.4f, %.1f Gb/s: want no anomaly", on.pause, on.gbps)
@@ -539,6 +544,7 @@ func TestPrefetchDropBusy(t *testing.T) {
 	// On the fetcher the narrowing was made on (3 fetch slots, one fetch parsed at a time): with 6 slots and
 	// 8 parse engines the queued prefetches rarely wait.
 	then := func(p *rnic.Profile) {
+		shortQueuesMiss(p)
 		p.Micro.Rx.FetchSlots, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 3, 0, 0
 	}
 	on := summarize(runMicro(t, "cx6vpi-200g", w, then))
@@ -745,8 +751,9 @@ func TestWriteTLPHeaders(t *testing.T) {
 	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); !s.isPause() {
 		t.Errorf("loopback RC WRITE of 128 B at ~213 Mpps received: pause %.4f, want > 0.001", s.pause)
 	}
-	if s := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.PCIe.WriteTLPBytes = 0 })); s.isPause() {
-		t.Errorf("the same with payload-only writes: pause %.4f, want none", s.pause)
+	// Counterfactual without rx.max-mpps too: the receive side's packet rate alone holds this incast back.
+	if s := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.PCIe.WriteTLPBytes, p.Micro.Rx.MaxMpps = 0, 0 })); s.isPause() {
+		t.Errorf("the same with payload-only writes and no receive packet rate: pause %.4f, want none", s.pause)
 	}
 }
 
@@ -763,10 +770,13 @@ func TestPrefetchLongDepth(t *testing.T) {
 		{"UC SEND, 28 QPs, 455 deep", wl("uc", "send", 28, 256, 22, 2, 455, 294, 24*kb, []int{9088, 384, 32, 1088}, DirUni, MemLocal), "pause"},
 		{"UD SEND, 61 QPs, 823 deep", wl("ud", "send", 61, 1024, 5, 1, 823, 1, 1660*kb, []int{224, 512, 544, 64, 256, 160, 32}, DirUni, MemRemoteNUMA), "low-throughput"},
 	} {
-		if s := verdict(runMicro(t, "cx6vpi-200g", tc.w, nil)); s != "" {
+		if s := verdict(runMicro(t, "cx6vpi-200g", tc.w, shortQueuesMiss)); s != "" {
 			t.Errorf("%s: %s, want no anomaly", tc.name, s)
 		}
-		if s := verdict(runMicro(t, "cx6vpi-200g", tc.w, func(p *rnic.Profile) { p.Micro.Rx.PrefetchLongDepth = 0 })); s != tc.without {
+		if s := verdict(runMicro(t, "cx6vpi-200g", tc.w, func(p *rnic.Profile) {
+			shortQueuesMiss(p)
+			p.Micro.Rx.PrefetchLongDepth = 0
+		})); s != tc.without {
 			t.Errorf("%s read ahead by depth: %q, want %s", tc.name, s, tc.without)
 		}
 	}
@@ -857,4 +867,81 @@ func TestWarmupCoversTheInitialFill(t *testing.T) {
 func TestReadRequestsTakeTurnsWithData(t *testing.T) {
 	wantClean(t, "p2100g", "bidirectional RC READ of 4,793 QPs",
 		wl("rc", "read", 4793, 4096, 19, 1, 659, 24, 628*kb, []int{2560, 23264, 192, 352, 7872}, DirBi, MemRemoteNUMA))
+}
+
+// shortQueuesMiss takes rx.short-queues-resident out: the receive-WQE mechanisms below were narrowed on short
+// queues sharing the wqe-cache, before short queues kept their WQEs on the NIC, and still act on long ones.
+func shortQueuesMiss(p *rnic.Profile) { p.Micro.Rx.ShortQueuesResident = false }
+
+// TestLookupWaitRCWriteOnly: Collie's minimal feature sets of #7 (many QPs) and #8 (many MRs) keep RC WRITE
+// (collie table 2, appendix A.1 #7/#8): their triggers run low as RC WRITE only. On cx6vpi-200g
+// (tx.lookup-wait [rc-write]) the same workloads as UD SEND, UC WRITE and RC/UC SEND reach their limits, their
+// units moving on while the context and translation misses are read; with every kind waiting (the field empty)
+// they run as low as RC WRITE.
+func TestLookupWaitRCWriteOnly(t *testing.T) {
+	waitAll := func(p *rnic.Profile) { p.Micro.Tx.LookupWait = nil }
+	for _, tr := range []struct {
+		id   int
+		w    scenario.Workload
+		kind []string
+	}{
+		{7, wl("rc", "write", 480, 1024, 1, 1, 16, 1, 64*kb, []int{512}, DirUni, MemLocal), []string{"ud-send", "uc-write", "rc-send", "uc-send"}},
+		{8, wl("rc", "write", 24, 1024, 1, 1, 128, 1024, 64*kb, []int{512}, DirUni, MemLocal), []string{"ud-send", "uc-write", "rc-send", "uc-send"}},
+	} {
+		if s := summarize(runMicro(t, "cx6vpi-200g", tr.w, nil)); !s.isLow() {
+			t.Errorf("#%d's trigger (RC WRITE): pause %.4f, %.1f Mpps of %.1f: want low throughput", tr.id, s.pause, s.mpps, s.limP)
+		}
+		for _, k := range tr.kind {
+			w := tr.w
+			w.QPType, w.Opcode, _ = strings.Cut(k, "-")
+			on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+			off := summarize(runMicro(t, "cx6vpi-200g", w, waitAll))
+			t.Logf("#%d as %s: %.1f Mpps of %.1f; every kind waiting: %.1f", tr.id, k, on.mpps, on.limP, off.mpps)
+			if on.isPause() || on.isLow() {
+				t.Errorf("#%d's trigger as %s: pause %.4f, %.1f Mpps of %.1f: want no anomaly", tr.id, k, on.pause, on.mpps, on.limP)
+			}
+			if !off.isLow() {
+				t.Errorf("#%d's trigger as %s, every kind waiting for its lookups: pause %.4f, %.1f Mpps: want low throughput", tr.id, k, off.pause, off.mpps)
+			}
+		}
+	}
+}
+
+// TestShortQueuesResident: receivers of hundreds of UD QPs with queues under 1024 and batches under 64 miss the
+// shared receive-WQE cache on most messages; reading them there capped them below their limits (e.g. 369 QPs
+// each way, 397-deep queues, 64 B: ~31 of 171 Mpps), where Collie reports receive-WQE anomalies on F only for
+// queues >= 1024 or batches >= 64 (#1/#2/#5/#6; A.1 #2: "If we set a smaller work queue for the receiver, the
+// throughput returns to the line rate"). With rx.short-queues-resident they stay clean; #1/#2/#5/#6 still
+// reproduce (TestCollieAnomalies).
+func TestShortQueuesResident(t *testing.T) {
+	for _, w := range []scenario.Workload{
+		wl("ud", "send", 369, 1024, 16, 1, 397, 1, 44*kb, []int{64}, DirBi, MemLocal),
+		wl("ud", "send", 841, 512, 6, 1, 218, 43, 4*kb, []int{64, 448}, DirUni, MemGPUCrossSwitch),
+	} {
+		on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+		off := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
+		t.Logf("UD %d QPs %d deep: %.1f Mpps; through the cache: %.1f Mpps (limit %.1f)", w.NumQPs, w.WQDepth, on.mpps, off.mpps, on.limP)
+		if on.isPause() || on.isLow() {
+			t.Errorf("UD %d QPs %d deep: pause %.4f, %.1f Mpps of %.1f: want no anomaly", w.NumQPs, w.WQDepth, on.pause, on.mpps, on.limP)
+		}
+		if !off.isLow() {
+			t.Errorf("UD %d QPs %d deep through the cache: pause %.4f, %.1f Mpps: want low throughput", w.NumQPs, w.WQDepth, off.pause, off.mpps)
+		}
+	}
+}
+
+// TestReceivePacketRate: loopback UD SEND of small messages (collie A.1 #13: receiving and loopback traffic at
+// once, an in-NIC incast) brings ~238 M frames/s to one receiver; the NIC receives at most its 215 M/s
+// (rx.max-mpps), so its buffer fills and it pauses. Without the bound the processor took them all.
+func TestReceivePacketRate(t *testing.T) {
+	w := wl("ud", "send", 28, 256, 3, 1, 11, 3, 260*kb, []int{128, 64, 160, 96, 64, 64}, DirLoopback, MemLocal)
+	on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.MaxMpps = 0 }))
+	t.Logf("loopback UD: pause %.4f; without rx.max-mpps: pause %.4f", on.pause, off.pause)
+	if !on.isPause() {
+		t.Errorf("loopback UD of small messages: pause %.4f, want > 0.001", on.pause)
+	}
+	if off.isPause() {
+		t.Errorf("the same without the receive packet rate: pause %.4f, want none", off.pause)
+	}
 }

@@ -671,7 +671,15 @@ type MicroTx struct {
 	// initial fill of its queue, or the room a cumulative ACK frees) cost the doorbell engine one doorbell; the
 	// later ones only move the producer index it holds (false: doorbell-ns each).
 	DoorbellCoalesce bool `yaml:"doorbell-coalesce"`
+	// LookupWait lists the kinds of work request, as transport-opcode ("rc-write", "ud-send", ...), whose
+	// processing unit waits for its QP-context and translation misses (empty: every kind). The other kinds'
+	// lookups run beside the unit: it takes its next WQE once this one is parsed, the misses are read and
+	// counted all the same, and the payload read starts when they are back.
+	LookupWait []string `yaml:"lookup-wait"`
 }
+
+// WQEKinds are the work-request kinds tx.lookup-wait names: a transport and an opcode it supports.
+var WQEKinds = []string{"rc-write", "rc-send", "rc-read", "uc-write", "uc-send", "ud-send"}
 
 // MicroRx is the receive path: RX buffer and PFC thresholds, the shared packet processor's cost per packet
 // kind, the receive-WQE cache.
@@ -806,6 +814,16 @@ type MicroRx struct {
 	// NIC, refilled at half) for every receive queue of the host fits the cache (0 or 1: the read-ahead stays
 	// max(batch, depth / prefetch-div, prefetch-min)).
 	PrefetchGrow int `yaml:"prefetch-grow"`
+	// ShortQueuesResident: a receive queue whose read-ahead (its doorbell's batch, at least prefetch-min) stays
+	// below prefetch-max has its WQEs on the NIC whenever a message needs one, as with wqe-resident: the
+	// prefetch of each repost lands before the messages that use it. Only a long queue's read-ahead
+	// (prefetch-long-depth, wq-depth / prefetch-div) or a batch of prefetch-max WQEs takes the wqe-cache and its
+	// miss paths (false: every queue does).
+	ShortQueuesResident bool `yaml:"short-queues-resident"`
+	// MaxMpps > 0: received frames other than ACKs start on the packet processor at most this many million
+	// per second, the NIC's packet rate on its receive side as max-mpps is on its transmit side (0: only the
+	// processor's time per frame bounds them).
+	MaxMpps float64 `yaml:"max-mpps"`
 }
 
 // MicroCache is the NIC's context caches: QP contexts and memory translation entries; a miss is a PCIe read.
@@ -911,6 +929,11 @@ func (m *MicroArch) validate() *ProfileError {
 			return verr("micro."+f.k, "%d: want >= 0", f.v)
 		}
 	}
+	for i, k := range m.Tx.LookupWait {
+		if !slices.Contains(WQEKinds, k) {
+			return verr("micro.tx.lookup-wait", "entry %d, %q: want one of %s", i, k, strings.Join(WQEKinds, ", "))
+		}
+	}
 	switch {
 	case m.MaxMppsPerQP < 0 || math.IsNaN(m.MaxMppsPerQP) || math.IsInf(m.MaxMppsPerQP, 0):
 		return verr("micro.max-mpps-per-qp", "%v: want >= 0 (0: no per-QP bound)", m.MaxMppsPerQP)
@@ -925,6 +948,8 @@ func (m *MicroArch) validate() *ProfileError {
 	case m.Rx.XonBytes > m.Rx.XoffBytes || m.Rx.XoffBytes > m.Rx.BufferBytes:
 		return verr("micro.rx.xoff-bytes", "xon %d, xoff %d, buffer %d: want xon <= xoff <= buffer",
 			m.Rx.XonBytes, m.Rx.XoffBytes, m.Rx.BufferBytes)
+	case m.Rx.MaxMpps < 0 || math.IsNaN(m.Rx.MaxMpps) || math.IsInf(m.Rx.MaxMpps, 0):
+		return verr("micro.rx.max-mpps", "%v: want >= 0 (0: no bound)", m.Rx.MaxMpps)
 	case m.Rx.PrefetchMin > m.Rx.PrefetchMax:
 		return verr("micro.rx.prefetch-min", "%d is above prefetch-max %d", m.Rx.PrefetchMin, m.Rx.PrefetchMax)
 	}

@@ -30,6 +30,15 @@ func TestMicroSection(t *testing.T) {
 		t.Fatalf("no %s in the profile", key)
 		return 0
 	}
+	lineOf := func(text string) int { // the line that starts with text (line() finds a key at any depth)
+		for i, l := range strings.Split(string(base), "\n") {
+			if strings.HasPrefix(l, text) {
+				return i + 1
+			}
+		}
+		t.Fatalf("no line %q in the profile", text)
+		return 0
+	}
 	for _, c := range []struct {
 		from, to string
 		want     string
@@ -62,6 +71,9 @@ func TestMicroSection(t *testing.T) {
 		{"    path-tlp-bytes: 24", "    path-tlp-bytes: -24", "micro.host.path-tlp-bytes: -24: want >= 0", line("path-tlp-bytes")},
 		{"    gpu-same-switch-write-tlp-ns: 50", "    gpu-same-switch-write-tlp-ns: -5",
 			"micro.host.gpu-same-switch-write-tlp-ns: -5: want >= 0", line("gpu-same-switch-write-tlp-ns")},
+		{"    lookup-wait: [rc-write]", "    lookup-wait: [rc-write, ud-write]",
+			`micro.tx.lookup-wait: entry 1, "ud-write": want one of rc-write, rc-send, rc-read, uc-write, uc-send, ud-send`, line("lookup-wait")},
+		{"    max-mpps: 215", "    max-mpps: -1", "micro.rx.max-mpps: -1: want >= 0", lineOf("    max-mpps: 215")},
 	} {
 		data := strings.Replace(string(base), c.from, c.to, 1)
 		if data == string(base) {
