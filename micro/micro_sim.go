@@ -44,6 +44,7 @@ const (
 	mevLoopDone                       // a loopback frame crossed the NIC's internal switch
 	mevWindowStart
 	mevWindowEnd
+	mevLookedUp // a job's lookups, run beside its unit, are back (obj host, arg job)
 )
 
 // Packet kinds.
@@ -517,6 +518,9 @@ func (s *msim) dispatch(e *des.Event) {
 		s.wake(h, e.Arg)
 	case mevUnitDone:
 		s.unitDone(h, e.Arg)
+	case mevLookedUp:
+		s.issuePayload(h, e.Arg)
+		s.startUnits(h)
 	case mevDMADone:
 		s.dmaDone(h, e.Arg)
 	case mevWireDone:
@@ -821,40 +825,53 @@ func (s *msim) startJob(h *mhost, j mjob) {
 }
 
 // unitDone frees the unit and issues the payload DMA read: each SGE's bytes in read requests, bounded by the
-// read tags; the packets exist once the data is on the NIC.
+// read tags; the packets exist once the data is on the NIC. A job whose lookups run on beside the unit
+// (tx.lookup-wait) holds its room in the transmit buffer from now and hands its reads to the DMA engine when
+// they are back.
 func (s *msim) unitDone(h *mhost, ji int32) {
 	j := &s.jobs[ji]
 	h.freeUnits++
-	done := max(s.now, j.lookedUp)
+	if j.resp || s.w.Opcode != "read" {
+		h.dmaBytes += s.msgSize(j.msg)
+	}
+	h.dmaPending++
+	if j.lookedUp > s.now {
+		s.q.Push(des.Event{At: j.lookedUp, Kind: mevLookedUp, Obj: int32(h.id), Arg: ji})
+	} else {
+		s.issuePayload(h, ji)
+	}
+	s.startUnits(h)
+}
+
+// issuePayload issues job ji's payload reads (none for a READ request) and schedules its packetizing.
+func (s *msim) issuePayload(h *mhost, ji int32) {
+	j := &s.jobs[ji]
+	done := s.now
 	if j.resp || s.w.Opcode != "read" {
 		sge := s.w.SGE
 		if j.resp {
 			sge = 1
 		}
 		size := s.msgSize(j.msg)
-		h.dmaBytes += size
 		piece := (size + sge - 1) / sge
-		at := max(s.now, j.lookedUp)
 		for left := size; left > 0; {
 			n := min(piece, left)
 			left -= n
-			done = max(done, s.readPayload(h, at, n))
+			done = max(done, s.readPayload(h, n))
 		}
-		done = max(done, s.readPayload(h, at, s.stagingRefetch(h, size)))
+		done = max(done, s.readPayload(h, s.stagingRefetch(h, size)))
 	}
-	h.dmaPending++
 	s.q.Push(des.Event{At: done, Kind: mevDMADone, Obj: int32(h.id), Arg: ji})
-	s.startUnits(h)
 }
 
-// readPayload issues n payload bytes as read requests of at most read-request-bytes from time at (now or
-// later) and returns when the last of them is on the NIC (at for n = 0).
-func (s *msim) readPayload(h *mhost, at int64, n int) int64 {
-	done := at
+// readPayload issues n payload bytes as read requests of at most read-request-bytes from now and returns when
+// the last of them is on the NIC (now for n = 0).
+func (s *msim) readPayload(h *mhost, n int) int64 {
+	done := s.now
 	for n > 0 {
 		r := min(n, h.m.PCIe.ReadRequestBytes)
 		n -= r
-		done = max(done, s.pcieRead(h, at, r, true))
+		done = max(done, s.pcieRead(h, s.now, r, true))
 	}
 	return done
 }
