@@ -945,3 +945,24 @@ func TestReceivePacketRate(t *testing.T) {
 		t.Errorf("the same without the receive packet rate: pause %.4f, want none", off.pause)
 	}
 }
+
+// TestContextLineReads: UD senders and receivers of thousands of QPs miss the context cache on every message on
+// both sides. With cx6vpi-200g's 64-byte context reads (cache.qpc-bytes) they reach their limits; reading the
+// whole 256-byte context per miss took about as much of the PCIe read channel as the payload, and they ran low
+// (Collie reports F's QP-count anomaly, #7, for RC WRITE only).
+func TestContextLineReads(t *testing.T) {
+	for _, w := range []scenario.Workload{
+		wl("ud", "send", 1851, 256, 1, 1, 1, 4, 4*kb, []int{160, 224, 160, 96, 64}, DirUni, MemRemoteNUMA),
+		wl("ud", "send", 3000, 512, 2, 1, 35, 43, 20*kb, []int{288, 192}, DirBi, MemLocal),
+	} {
+		on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Cache.QPCBytes = 256 }))
+		t.Logf("UD %d QPs %s: %.1f Mpps; 256-byte contexts: %.1f Mpps (limit %.1f)", w.NumQPs, w.Direction, on.mpps, off.mpps, on.limP)
+		if on.isPause() || on.isLow() {
+			t.Errorf("UD %d QPs %s: pause %.4f, %.1f Mpps of %.1f: want no anomaly", w.NumQPs, w.Direction, on.pause, on.mpps, on.limP)
+		}
+		if !off.isLow() {
+			t.Errorf("UD %d QPs %s with 256-byte context reads: pause %.4f, %.1f Mpps: want low throughput", w.NumQPs, w.Direction, off.pause, off.mpps)
+		}
+	}
+}
