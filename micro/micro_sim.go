@@ -415,7 +415,8 @@ func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 	h := &mhost{id: id, m: m, freeUnits: m.Tx.Units, pktGapPs: int64(1e6 / m.MaxMpps)}
 	kind := w.QPType + "-" + w.Opcode
 	h.lookupWait = len(m.Tx.LookupWait) == 0 || slices.Contains(m.Tx.LookupWait, kind)
-	h.wqeResident = m.Rx.WQEResident || m.Rx.ShortQueuesResident && prefetchSize(&m.Rx, w) < m.Rx.PrefetchMax
+	h.wqeResident = m.Rx.WQEResident || m.Rx.ShortQueuesResident &&
+		(prefetchSize(&m.Rx, w) < m.Rx.PrefetchMax || w.WQDepth < m.Rx.LargeBatchDepth)
 	if r := m.Rx.MaxMpps; r > 0 {
 		h.rxGapPs = int64(1e6 / r)
 	}

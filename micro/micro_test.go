@@ -912,7 +912,7 @@ func TestLookupWaitRCWriteOnly(t *testing.T) {
 // each way, 397-deep queues, 64 B: ~31 of 171 Mpps), where Collie reports receive-WQE anomalies on F only for
 // queues >= 1024 or batches >= 64 (#1/#2/#5/#6; A.1 #2: "If we set a smaller work queue for the receiver, the
 // throughput returns to the line rate"). With rx.short-queues-resident they stay clean; #1/#2/#5/#6 still
-// reproduce (TestCollieAnomalies).
+// reproduce (TestCollieAnomalies). Below rx.large-batch-depth a batch of 64 or more keeps up too.
 func TestShortQueuesResident(t *testing.T) {
 	for _, w := range []scenario.Workload{
 		wl("ud", "send", 369, 1024, 16, 1, 397, 1, 44*kb, []int{64}, DirBi, MemLocal),
@@ -927,6 +927,18 @@ func TestShortQueuesResident(t *testing.T) {
 		if !off.isLow() {
 			t.Errorf("UD %d QPs %d deep through the cache: pause %.4f, %.1f Mpps: want low throughput", w.NumQPs, w.WQDepth, off.pause, off.mpps)
 		}
+	}
+	// Batches of 64 or more on a queue shorter than 256 (rx.large-batch-depth; #1 needs both): 38 QPs each way
+	// posting 98 at a time on 188-deep queues.
+	w := wl("ud", "send", 38, 2048, 98, 1, 188, 2, 8*kb, []int{1600, 32, 224, 32, 160, 96, 800}, DirBi, MemLocal)
+	on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
+	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.LargeBatchDepth = 0 }))
+	t.Logf("UD 38 QPs, batch 98, 188 deep: %.1f Mpps; read ahead by prefetch-max: %.1f Mpps (limit %.1f)", on.mpps, off.mpps, on.limP)
+	if on.isPause() || on.isLow() {
+		t.Errorf("UD batch 98 on 188-deep queues: pause %.4f, %.1f Mpps of %.1f: want no anomaly", on.pause, on.mpps, on.limP)
+	}
+	if !off.isPause() && !off.isLow() {
+		t.Errorf("UD batch 98 on 188-deep queues through the cache: pause %.4f, %.1f Mpps: want an anomaly", off.pause, off.mpps)
 	}
 }
 

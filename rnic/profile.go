@@ -817,9 +817,12 @@ type MicroRx struct {
 	// ShortQueuesResident: a receive queue whose read-ahead (its doorbell's batch, at least prefetch-min) stays
 	// below prefetch-max has its WQEs on the NIC whenever a message needs one, as with wqe-resident: the
 	// prefetch of each repost lands before the messages that use it. Only a long queue's read-ahead
-	// (prefetch-long-depth, wq-depth / prefetch-div) or a batch of prefetch-max WQEs takes the wqe-cache and its
-	// miss paths (false: every queue does).
+	// (prefetch-long-depth, wq-depth / prefetch-div) or a batch of prefetch-max WQEs on a queue of at least
+	// large-batch-depth takes the wqe-cache and its miss paths (false: every queue does).
 	ShortQueuesResident bool `yaml:"short-queues-resident"`
+	// LargeBatchDepth > 0: with short-queues-resident, a queue read ahead by prefetch-max WQEs (a batch that
+	// large) but shorter than this keeps up too (0: none read ahead by prefetch-max does).
+	LargeBatchDepth int `yaml:"large-batch-depth"`
 	// MaxMpps > 0: received frames other than ACKs start on the packet processor at most this many million
 	// per second, the NIC's packet rate on its receive side as max-mpps is on its transmit side (0: only the
 	// processor's time per frame bounds them).
@@ -913,7 +916,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.miss-fetch-div", int64(m.Rx.MissFetchDiv)}, {"rx.miss-fetch-bytes", int64(m.Rx.MissFetchBytes)},
 		{"rx.prefetch-depth-div", int64(m.Rx.PrefetchDepthDiv)}, {"rx.prefetch-long-depth", int64(m.Rx.PrefetchLongDepth)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
-		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)},
+		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)}, {"rx.large-batch-depth", int64(m.Rx.LargeBatchDepth)},
 		{"rx.prefetch-grow", int64(m.Rx.PrefetchGrow)},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
 		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)}, {"rx.read-resp-qpc-batch", int64(m.Rx.ReadRespQPCBatch)},
