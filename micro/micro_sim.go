@@ -1583,6 +1583,9 @@ func (s *msim) rxDone(h *mhost, pi int32) {
 func (s *msim) place(h *mhost, pi int32) {
 	p := &s.pkts[pi]
 	end := s.pcieWrite(h, s.now, int(p.payload), p)
+	if n := h.m.Rx.CQEBytes; n > 0 && p.kind == mpData && p.last() && s.w.Opcode == "send" {
+		end = s.pcieWrite(h, end, n, p) // the receive completion, after the message's data
+	}
 	if s.w.QPType == "rc" && p.kind == mpData {
 		// One ACK every N packets, and at a message's end unless more of the QP's frames are queued (the
 		// next ACK covers it: ACKs are cumulative).

@@ -827,6 +827,9 @@ type MicroRx struct {
 	// per second, the NIC's packet rate on its receive side as max-mpps is on its transmit side (0: only the
 	// processor's time per frame bounds them).
 	MaxMpps float64 `yaml:"max-mpps"`
+	// CQEBytes > 0: a received SEND message's completion entry, written to host memory after its last
+	// packet's data (0: completions are not modelled).
+	CQEBytes int `yaml:"cqe-bytes"`
 }
 
 // MicroCache is the NIC's context caches: QP contexts and memory translation entries; a miss is a PCIe read.
@@ -917,6 +920,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.prefetch-depth-div", int64(m.Rx.PrefetchDepthDiv)}, {"rx.prefetch-long-depth", int64(m.Rx.PrefetchLongDepth)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)}, {"rx.large-batch-depth", int64(m.Rx.LargeBatchDepth)},
+		{"rx.cqe-bytes", int64(m.Rx.CQEBytes)},
 		{"rx.prefetch-grow", int64(m.Rx.PrefetchGrow)},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
 		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)}, {"rx.read-resp-qpc-batch", int64(m.Rx.ReadRespQPCBatch)},

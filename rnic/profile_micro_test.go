@@ -74,6 +74,7 @@ func TestMicroSection(t *testing.T) {
 		{"    lookup-wait: [rc-write]", "    lookup-wait: [rc-write, ud-write]",
 			`micro.tx.lookup-wait: entry 1, "ud-write": want one of rc-write, rc-send, rc-read, uc-write, uc-send, ud-send`, line("lookup-wait")},
 		{"    large-batch-depth: 256", "    large-batch-depth: -1", "micro.rx.large-batch-depth: -1: want >= 0", line("large-batch-depth")},
+		{"    cqe-bytes: 64", "    cqe-bytes: -8", "micro.rx.cqe-bytes: -8: want >= 0", line("cqe-bytes")},
 		{"    max-mpps: 215", "    max-mpps: -1", "micro.rx.max-mpps: -1: want >= 0", lineOf("    max-mpps: 215")},
 	} {
 		data := strings.Replace(string(base), c.from, c.to, 1)
