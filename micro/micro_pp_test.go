@@ -98,3 +98,21 @@ func TestOrderedShortBytes(t *testing.T) {
 		t.Errorf("collie-f, READs of 3.3-71 KB, one-packet short requests: pause %.4f, %.1f Gb/s: want pause", s.pause, s.gbps)
 	}
 }
+
+// TestOrderedLongReads: on collie-f a short write waits only behind the queued payload reads of long messages
+// (pcie.ordered-long-reads), which collie A.1 #9's mix of <= 1 KB and >= 64 KB requests brings. Bidirectional
+// UD SEND of 128-byte messages over 298 QPs, whose payload reads keep the read tags taken, stays clean; with
+// every queued read holding the short writes back it paused. #9's trigger pauses either way
+// (TestCollieAnomalies).
+func TestOrderedLongReads(t *testing.T) {
+	w := wl("ud", "send", 298, 512, 16, 2, 748, 501, 12*kb, []int{128}, DirBi, MemLocal)
+	on := summarize(runMicro(t, "collie-f", w, nil))
+	off := summarize(runMicro(t, "collie-f", w, func(p *rnic.Profile) { p.Micro.PCIe.OrderedLongReads = false }))
+	t.Logf("bidirectional UD of 128 B: pause %.4f %.1f Mpps; behind every read: pause %.4f", on.pause, on.mpps, off.pause)
+	if on.isPause() || on.isLow() {
+		t.Errorf("collie-f, bidirectional UD of 128 B: pause %.4f, %.1f Mpps of %.1f: want no anomaly", on.pause, on.mpps, on.limP)
+	}
+	if !off.isPause() {
+		t.Errorf("the same with short writes behind every queued read: pause %.4f, want > 0.001", off.pause)
+	}
+}

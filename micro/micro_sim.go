@@ -160,6 +160,7 @@ type mhost struct {
 	rdFree, wrFree, pathFree int64
 	lastReadDone             int64
 	lastReadIssue            int64 // when the latest payload read booked leaves the NIC (after its tag wait)
+	readLong                 bool  // the payload reads being issued are a long message's
 	tags                     heap64
 	// Caches.
 	qpc, mtt setAssoc
@@ -854,6 +855,7 @@ func (s *msim) issuePayload(h *mhost, ji int32) {
 			sge = 1
 		}
 		size := s.msgSize(j.msg)
+		h.readLong = size > h.m.PCIe.OrderedShortBytes // pcie.ordered-long-reads
 		piece := (size + sge - 1) / sge
 		for left := size; left > 0; {
 			n := min(piece, left)
@@ -1069,7 +1071,9 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 	h.tags.Push(done)
 	// Assumption: only payload reads hold writes back; context and WQE reads are single short TLPs.
 	h.lastReadDone = max(h.lastReadDone, done)
-	h.lastReadIssue = max(h.lastReadIssue, t)
+	if h.readLong || !h.m.PCIe.OrderedLongReads {
+		h.lastReadIssue = max(h.lastReadIssue, t)
+	}
 	return done
 }
 
@@ -1584,7 +1588,7 @@ func (s *msim) place(h *mhost, pi int32) {
 	p := &s.pkts[pi]
 	end := s.pcieWrite(h, s.now, int(p.payload), p)
 	if n := h.m.Rx.CQEBytes; n > 0 && p.kind == mpData && p.last() && s.w.Opcode == "send" {
-		end = s.pcieWrite(h, end, n, p) // the receive completion, after the message's data
+		s.pcieWrite(h, end, n, p) // the receive completion, after the message's data (the frame's buffer is free)
 	}
 	if s.w.QPType == "rc" && p.kind == mpData {
 		// One ACK every N packets, and at a message's end unless more of the QP's frames are queued (the

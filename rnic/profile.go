@@ -628,6 +628,10 @@ type MicroPCIe struct {
 	// as a one-packet message's does, and streams a longer message's packets as they come even when it arrives
 	// in one packet (0: a short request is a message received whole in one packet).
 	OrderedShortBytes int `yaml:"ordered-short-bytes"`
+	// OrderedLongReads: with ordered-short-requests, a short request's write waits only behind the queued
+	// payload reads of long messages (more than ordered-short-bytes); the reads of short messages do not hold it
+	// (false: behind any payload read waiting for a tag).
+	OrderedLongReads bool `yaml:"ordered-long-reads"`
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
