@@ -942,35 +942,31 @@ func TestShortQueuesResident(t *testing.T) {
 	}
 }
 
-// TestReceivePacketRate: loopback UC WRITE of small messages (collie A.1 #13: receiving and loopback traffic
-// at once, an in-NIC incast) brings more frames to one receiver than the NIC's 215 M/s; received at that rate
-// (rx.max-mpps) its buffer fills and it pauses. Without the bound the processor took them all.
-func TestReceivePacketRate(t *testing.T) {
-	w := wl("uc", "write", 28, 256, 3, 1, 11, 3, 260*kb, []int{128, 64, 160, 96, 64, 64}, DirLoopback, MemLocal)
-	on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
-	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.MaxMpps = 0 }))
-	t.Logf("loopback UC WRITE: pause %.4f; without rx.max-mpps: pause %.4f", on.pause, off.pause)
-	if !on.isPause() {
-		t.Errorf("loopback UC WRITE of small messages: pause %.4f, want > 0.001", on.pause)
-	}
-	if off.isPause() {
-		t.Errorf("the same without the receive packet rate: pause %.4f, want none", off.pause)
-	}
-}
-
-// TestReceiveCompletions: every received SEND message writes its completion entry after its data
-// (rx.cqe-bytes, mlx5's 64 bytes); with loopback UD of 64-96 B messages (collie A.1 #13) the completions take
-// the PCIe write channel past what it drains, and the receiver pauses. With payload alone it stays clean.
-func TestReceiveCompletions(t *testing.T) {
-	w := wl("ud", "send", 49, 256, 1, 4, 21, 81, 48*kb, []int{64, 96}, DirLoopback, MemGPUCrossSwitch)
-	on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
-	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { p.Micro.Rx.CQEBytes = 0 }))
-	t.Logf("loopback UD: pause %.4f; without completions: pause %.4f", on.pause, off.pause)
-	if !on.isPause() {
-		t.Errorf("loopback UD of small messages: pause %.4f, want > 0.001", on.pause)
-	}
-	if off.isPause() {
-		t.Errorf("the same without completion writes: pause %.4f, want none", off.pause)
+// TestIncastFields: collie A.1 #13 (receiving and loopback traffic at once, an in-NIC incast) with small
+// messages pauses through two fields of cx6vpi-200g's receive side. rx.max-mpps: loopback UC WRITE brings more
+// frames to one receiver than the NIC's 215 M/s, so received at that rate its buffer fills. rx.cqe-bytes: every
+// received SEND writes its 64-byte completion (mlx5) after its data, and with loopback UD of 64-96 B the
+// completions take the PCIe write channel past what it drains. Without the field each stays clean.
+func TestIncastFields(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		w     scenario.Workload
+		off   func(*rnic.Profile)
+	}{
+		{"rx.max-mpps", wl("uc", "write", 28, 256, 3, 1, 11, 3, 260*kb, []int{128, 64, 160, 96, 64, 64}, DirLoopback, MemLocal),
+			func(p *rnic.Profile) { p.Micro.Rx.MaxMpps = 0 }},
+		{"rx.cqe-bytes", wl("ud", "send", 49, 256, 1, 4, 21, 81, 48*kb, []int{64, 96}, DirLoopback, MemGPUCrossSwitch),
+			func(p *rnic.Profile) { p.Micro.Rx.CQEBytes = 0 }},
+	} {
+		on := summarize(runMicro(t, "cx6vpi-200g", tc.w, nil))
+		off := summarize(runMicro(t, "cx6vpi-200g", tc.w, tc.off))
+		t.Logf("%s: loopback %s %s: pause %.4f; without it: pause %.4f", tc.field, tc.w.QPType, tc.w.Opcode, on.pause, off.pause)
+		if !on.isPause() {
+			t.Errorf("%s: loopback %s %s of small messages: pause %.4f, want > 0.001", tc.field, tc.w.QPType, tc.w.Opcode, on.pause)
+		}
+		if off.isPause() {
+			t.Errorf("%s: the same without the field: pause %.4f, want none", tc.field, off.pause)
+		}
 	}
 }
 
