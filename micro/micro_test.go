@@ -745,7 +745,8 @@ func TestAckGenerationOneWay(t *testing.T) {
 
 // TestWriteTLPHeaders: each DMA write TLP carries its header (pcie.write-tlp-bytes), so a NIC receiving small
 // frames from the wire and its own loopback at once (~213 Mpps of 128 B, collie A.1 #13's in-NIC incast) cannot
-// write them as fast as they arrive and pauses; on payload alone they drained.
+// write them as fast as they arrive and pauses; on payload alone, and without the receive packet rate
+// (rx.max-mpps) that holds them back too, they drained.
 func TestWriteTLPHeaders(t *testing.T) {
 	w := wl("rc", "write", 49, 256, 3, 4, 374, 12, 624*kb, []int{128}, DirLoopback, MemGPUCrossSwitch)
 	if s := summarize(runMicro(t, "cx6vpi-200g", w, nil)); !s.isPause() {
