@@ -160,7 +160,6 @@ type mhost struct {
 	rdFree, wrFree, pathFree int64
 	lastReadDone             int64
 	lastReadIssue            int64 // when the latest payload read booked leaves the NIC (after its tag wait)
-	readLong                 bool  // the payload reads being issued are a long message's
 	tags                     heap64
 	// Caches.
 	qpc, mtt setAssoc
@@ -692,7 +691,7 @@ func (s *msim) fetchWQEs(h *mhost, ci int32, t int64) {
 	c.posted -= n
 	c.fetching = true
 	bytes := n * (h.m.Tx.WQEBaseBytes + s.w.SGE*h.m.Tx.WQESGEBytes)
-	done := s.pcieRead(h, max(t, s.now), bytes, false)
+	done := s.pcieRead(h, max(t, s.now), bytes, ctxRead)
 	s.q.Push(des.Event{At: done, Kind: mevWQEFetched, Obj: int32(h.id), Arg: ci, Aux: int32(n)})
 }
 
@@ -833,7 +832,7 @@ func (s *msim) startJob(h *mhost, j mjob) {
 func (s *msim) unitDone(h *mhost, ji int32) {
 	j := &s.jobs[ji]
 	h.freeUnits++
-	if j.resp || s.w.Opcode != "read" {
+	if s.hasPayload(j) {
 		h.dmaBytes += s.msgSize(j.msg)
 	}
 	h.dmaPending++
@@ -845,36 +844,42 @@ func (s *msim) unitDone(h *mhost, ji int32) {
 	s.startUnits(h)
 }
 
+// hasPayload reports whether job j reads a payload: every job but a READ request.
+func (s *msim) hasPayload(j *mjob) bool { return j.resp || s.w.Opcode != "read" }
+
 // issuePayload issues job ji's payload reads (none for a READ request) and schedules its packetizing.
 func (s *msim) issuePayload(h *mhost, ji int32) {
 	j := &s.jobs[ji]
 	done := s.now
-	if j.resp || s.w.Opcode != "read" {
+	if s.hasPayload(j) {
 		sge := s.w.SGE
 		if j.resp {
 			sge = 1
 		}
 		size := s.msgSize(j.msg)
-		h.readLong = size > h.m.PCIe.OrderedShortBytes // pcie.ordered-long-reads
+		kind := payloadRead
+		if size > h.m.PCIe.OrderedShortBytes {
+			kind = longPayloadRead // pcie.ordered-long-reads
+		}
 		piece := (size + sge - 1) / sge
 		for left := size; left > 0; {
 			n := min(piece, left)
 			left -= n
-			done = max(done, s.readPayload(h, n))
+			done = max(done, s.readPayload(h, n, kind))
 		}
-		done = max(done, s.readPayload(h, s.stagingRefetch(h, size)))
+		done = max(done, s.readPayload(h, s.stagingRefetch(h, size), kind))
 	}
 	s.q.Push(des.Event{At: done, Kind: mevDMADone, Obj: int32(h.id), Arg: ji})
 }
 
 // readPayload issues n payload bytes as read requests of at most read-request-bytes from now and returns when
 // the last of them is on the NIC (now for n = 0).
-func (s *msim) readPayload(h *mhost, n int) int64 {
+func (s *msim) readPayload(h *mhost, n int, kind dmaRead) int64 {
 	done := s.now
 	for n > 0 {
 		r := min(n, h.m.PCIe.ReadRequestBytes)
 		n -= r
-		done = max(done, s.pcieRead(h, s.now, r, true))
+		done = max(done, s.pcieRead(h, s.now, r, kind))
 	}
 	return done
 }
@@ -896,7 +901,7 @@ func (s *msim) dmaDone(h *mhost, ji int32) {
 	s.freeJob = append(s.freeJob, ji)
 	h.dmaPending--
 	c := &s.conns[j.conn]
-	if j.resp || s.w.Opcode != "read" {
+	if s.hasPayload(&j) {
 		h.dmaBytes -= s.msgSize(j.msg)
 	}
 	if j.epoch != c.epoch && !j.resp {
@@ -1035,12 +1040,22 @@ func (s *msim) tryLoop(h *mhost) {
 
 // --- PCIe ---
 
+// dmaRead is what a DMA read fetches: a context, translation or WQE, or a message's payload (a long message's,
+// more than pcie.ordered-short-bytes, is the one short writes wait behind with pcie.ordered-long-reads).
+type dmaRead uint8
+
+const (
+	ctxRead dmaRead = iota
+	payloadRead
+	longPayloadRead
+)
+
 // pcieRead issues one DMA read of n bytes at time t and returns when its data is on the NIC. Payload reads
 // hold a tag from issue to completion (max-outstanding-reads), share the read bandwidth and cross the host
 // path to remote-socket or GPU memory; context, translation and WQE reads go ahead of them.
-func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
+func (s *msim) pcieRead(h *mhost, t int64, n int, kind dmaRead) int64 {
 	m := &h.m.PCIe
-	if !payload {
+	if kind == ctxRead {
 		// Context, translation and WQE reads are arbitrated ahead of payload reads: they take the link's
 		// bandwidth from the payload queue rather than waiting behind the payload bytes already queued.
 		xfer := int64(n) * h.rdPsB
@@ -1071,7 +1086,7 @@ func (s *msim) pcieRead(h *mhost, t int64, n int, payload bool) int64 {
 	h.tags.Push(done)
 	// Assumption: only payload reads hold writes back; context and WQE reads are single short TLPs.
 	h.lastReadDone = max(h.lastReadDone, done)
-	if h.readLong || !h.m.PCIe.OrderedLongReads {
+	if kind == longPayloadRead || !h.m.PCIe.OrderedLongReads {
 		h.lastReadIssue = max(h.lastReadIssue, t)
 	}
 	return done
@@ -1126,7 +1141,7 @@ func (s *msim) lookupQPC(h *mhost, t int64, ci int32) int64 {
 	if s.inWin {
 		h.st.QPCCacheMiss++
 	}
-	return s.pcieRead(h, t, h.m.Cache.QPCBytes, false)
+	return s.pcieRead(h, t, h.m.Cache.QPCBytes, ctxRead)
 }
 
 // lookupBurst is the requester's lookups with tx.burst-wqes: the first WQE of a doorbell (the application's
@@ -1180,7 +1195,7 @@ func (s *msim) lookupMTT(h *mhost, t int64, ci, msg int32, size, sge int) int64 
 			if s.inWin {
 				h.st.MTTCacheMiss++
 			}
-			t = s.pcieRead(h, t, mc.MTTBytes, false)
+			t = s.pcieRead(h, t, mc.MTTBytes, ctxRead)
 		}
 	}
 	return t
@@ -1414,7 +1429,7 @@ func (s *msim) startRx(h *mhost) {
 		if s.inWin {
 			h.st.QPCCacheMiss++
 		}
-		done := s.pcieRead(h, start, h.m.Cache.QPCBytes, false)
+		done := s.pcieRead(h, start, h.m.Cache.QPCBytes, ctxRead)
 		start += (done - start) / int64(r.QPCMissSlots)
 	}
 	if p.first() && (p.kind == mpData || p.kind == mpReadResp) {
@@ -1440,7 +1455,7 @@ func (s *msim) startRx(h *mhost) {
 				}
 				issue = max(start, min(h.rdFree, start+int64(q)*h.rdPsB))
 			}
-			done := s.pcieRead(h, issue, h.m.Cache.QPCBytes, false)
+			done := s.pcieRead(h, issue, h.m.Cache.QPCBytes, ctxRead)
 			slots := r.QPCMissSlots
 			// A read queued behind payload reads holds one of the qpc-miss-slots; the others of received
 			// data go on the context fetcher's own slots (data-qpc-miss-slots).
@@ -1786,7 +1801,7 @@ func (s *msim) issueRQFetch(h *mhost, ci int32, n int, demand bool) {
 	} else {
 		h.fetchActive++
 	}
-	done := s.pcieRead(h, s.now, n*s.w.SGE*h.m.Rx.WQEBytes, false)
+	done := s.pcieRead(h, s.now, n*s.w.SGE*h.m.Rx.WQEBytes, ctxRead)
 	if c := h.m.Rx.FetchWQENs; c > 0 {
 		if h.fetchEngs == nil {
 			h.fetchEngs = make([]int64, max(h.m.Rx.FetchEngines, 1))
