@@ -89,6 +89,10 @@ type mjob struct {
 	// lookedUp is when the job's context and translations are on the NIC, its payload read's earliest start
 	// (after the unit let it go: tx.lookup-wait).
 	lookedUp int64
+	// refetch is the payload the job reads again because its staging was evicted (tx.staging-bytes), counted
+	// when the message is packetized: a long message's reads are issued long before its packets leave, so
+	// counted at issue a short window of long messages missed the refetches of the packets it sent.
+	refetch int32
 }
 
 // mconn is one connection: its requester (which posts the WQEs) and responder.
@@ -867,7 +871,8 @@ func (s *msim) issuePayload(h *mhost, ji int32) {
 			left -= n
 			done = max(done, s.readPayload(h, n, kind))
 		}
-		done = max(done, s.readPayload(h, s.stagingRefetch(h, size), kind))
+		j.refetch = int32(s.stagingRefetch(h, size))
+		done = max(done, s.readPayload(h, int(j.refetch), kind))
 	}
 	s.q.Push(des.Event{At: done, Kind: mevDMADone, Obj: int32(h.id), Arg: ji})
 }
@@ -903,6 +908,9 @@ func (s *msim) dmaDone(h *mhost, ji int32) {
 	c := &s.conns[j.conn]
 	if s.hasPayload(&j) {
 		h.dmaBytes -= s.msgSize(j.msg)
+	}
+	if s.inWin {
+		h.st.StagingRefetchBytes += uint64(j.refetch)
 	}
 	if j.epoch != c.epoch && !j.resp {
 		s.startUnits(h) // went back meanwhile: this message will be sent again
@@ -1281,11 +1289,7 @@ func (s *msim) stagingRefetch(h *mhost, size int) int {
 	}
 	miss := 1 - float64(sb)/float64(h.stageDemand)
 	npk := roce.PacketsPerMessage(size, s.w.MTU)
-	n := int(miss*float64(npk)*float64(s.stageTx) + 0.5)
-	if s.inWin {
-		h.st.StagingRefetchBytes += uint64(n)
-	}
-	return n
+	return int(miss*float64(npk)*float64(s.stageTx) + 0.5)
 }
 
 // --- switch ---

@@ -991,3 +991,26 @@ func TestContextLineReads(t *testing.T) {
 		}
 	}
 }
+
+// TestStagingRefetchCountedWhenSent: the bytes read again for evicted staging (p2100g, collie A.2 #14) are
+// counted when their message is packetized. Bidirectional RC WRITE of 1,080 QPs of 105 KB messages each way
+// issues each message's reads long before its packets leave: counted at issue, the measured window (about 36
+// messages' packets) held none of them and the counter read 0 while staging held the throughput at 64% of
+// the line. Now it moves, by less than the bytes sent.
+func TestStagingRefetchCountedWhenSent(t *testing.T) {
+	w := wl("rc", "write", 1080, 4096, 1, 4, 128, 1, 256*kb, []int{107584}, DirBi, MemLocal)
+	r := runMicro(t, "p2100g", w, nil)
+	s := summarize(r)
+	var refetch, sent uint64
+	for _, h := range r.Hosts {
+		refetch += h.StagingRefetchBytes
+		sent += h.GoodTxBytes
+	}
+	t.Logf("%.1f of %.1f Gb/s; %d bytes read again, %d sent", s.gbps, s.limG, refetch, sent)
+	if !s.isLow() {
+		t.Errorf("pause %.4f, %.1f of %.1f Gb/s: want low throughput", s.pause, s.gbps, s.limG)
+	}
+	if refetch == 0 || refetch >= sent {
+		t.Errorf("%d bytes read again for evicted staging, %d sent: want some, fewer than sent", refetch, sent)
+	}
+}
