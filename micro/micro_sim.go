@@ -646,7 +646,9 @@ func (s *msim) maxMsg() int {
 
 // post lets the requester's application post work requests in batches while its send queue has room, one
 // doorbell per batch. The NIC reads the posted WQEs of a QP over PCIe, one read in flight per QP, each read
-// taking what the doorbells announced so far (up to wqeFetchMax): small batches cost more reads.
+// taking what the doorbells announced so far (up to wqeFetchMax): small batches cost more reads. A doorbell
+// starts a read only while fewer than wqeLowWater read WQEs wait on the NIC; otherwise the scheduler reads on
+// when they run low, so a deep queue is read just ahead of its units rather than whole.
 func (s *msim) post(ci int32) {
 	c := &s.conns[ci]
 	h := s.hosts[c.req]
@@ -664,7 +666,7 @@ func (s *msim) post(ci int32) {
 			break // the NIC reads what this doorbell announced; later batches wait for the next read
 		}
 	}
-	if rang && !c.fetching {
+	if rang && !c.fetching && c.ready < wqeLowWater {
 		s.fetchWQEs(h, ci, h.dbFree)
 	}
 	for s.w.WQDepth-c.outstanding >= b {
