@@ -21,6 +21,12 @@ const (
 	AlgoSA     = "sa"
 )
 
+// MFS styles a Config may name.
+const (
+	MFSBisect = "bisect"
+	MFSEnds   = "ends"
+)
+
 // SAConfig tunes simulated annealing (seeds/003 Algorithm 1). Each chain runs Iterations proposals per
 // temperature, multiplies the temperature by Decay, and below MinTemp restarts from a random point at
 // StartTemp, at most Restarts times. Energy deltas are relative (DeltaE), so temperatures are in units of
@@ -54,8 +60,13 @@ type Config struct {
 	Seed   uint64 `json:"seed"`
 	Budget int    `json:"budget"` // evaluations, MFS probes included
 	// MFS enables the minimal-feature-set algorithm and skipping of points inside a known MFS.
-	MFS   bool  `json:"mfs"`
-	Space Space `json:"space"`
+	MFS bool `json:"mfs"`
+	// MFSStyle is how the MFS algorithm spans an ordered dimension (and the message sizes): MFSBisect (also "")
+	// probes the two ends and binary-searches where the anomaly stops; MFSEnds probes only the two ends, as
+	// Collie's implementation does, and keeps a point whose one-factor set does not reproduce as the point itself
+	// instead of reducing it to one cause.
+	MFSStyle string `json:"mfs_style,omitempty"`
+	Space    Space  `json:"space"`
 	// MFSSpace is the space the MFS algorithm probes (nil: Space). A restricted search samples a narrowed
 	// Space but reports its anomalies' conditions over the whole space.
 	MFSSpace *Space  `json:"mfs_space,omitempty"`
@@ -102,6 +113,9 @@ func (c *Config) Check() error {
 	}
 	if c.Signals != "" && c.Signals != SignalsAll && c.Signals != SignalsPerformance {
 		return fmt.Errorf("signals %q: expected %s or %s", c.Signals, SignalsAll, SignalsPerformance)
+	}
+	if c.MFSStyle != "" && c.MFSStyle != MFSBisect && c.MFSStyle != MFSEnds {
+		return fmt.Errorf("mfs style %q: expected %s or %s", c.MFSStyle, MFSBisect, MFSEnds)
 	}
 	if c.Batch < 1 || c.Warmup < 1 {
 		return fmt.Errorf("batch %d and warmup %d must be at least 1", c.Batch, c.Warmup)
@@ -401,7 +415,8 @@ func (e *engine) newAnomaly(id int, w Workload, m Metrics, sym Symptom) error {
 		syms, err := e.probe(ws, "mfs", id)
 		return syms, err
 	}
-	mfs, err := findMFS(e.msp, w, sym, probe)
+	ends := e.cfg.MFSStyle == MFSEnds
+	mfs, err := findMFS(e.msp, w, sym, probe, ends)
 	if err != nil {
 		return fmt.Errorf("minimal feature set of anomaly %d: %w", id, err)
 	}
@@ -410,7 +425,12 @@ func (e *engine) newAnomaly(id int, w Workload, m Metrics, sym Symptom) error {
 	if err != nil {
 		return err
 	}
-	if !ok && !e.mfsCut {
+	if !ok && (ends || e.mfsCut) {
+		// Collie keeps a feature set only if its simplest point reproduces; the anomaly is the point itself.
+		if !e.mfsCut {
+			a.Unconfirmed, a.MFS = mfs, exactMFS(w)
+		}
+	} else if !ok {
 		// More than one cause: each dimension alone looked irrelevant. Reduce the point to one cause (delta
 		// debugging's greedy pass) and take that point's feature set if its simplest point reproduces. (A set
 		// the budget cut short is kept as it is: it holds the point, and its check was not run.)
@@ -420,7 +440,7 @@ func (e *engine) newAnomaly(id int, w Workload, m Metrics, sym Symptom) error {
 			return fmt.Errorf("reducing anomaly %d to one cause: %w", id, err)
 		}
 		if r.Key() != w.Key() {
-			m2, err := findMFS(e.msp, r, sym, probe)
+			m2, err := findMFS(e.msp, r, sym, probe, false)
 			if err != nil {
 				return fmt.Errorf("minimal feature set of anomaly %d's reduced point: %w", id, err)
 			}

@@ -186,9 +186,10 @@ type probeFunc func([]Workload) ([]Symptom, error)
 // anomaly is dropped. Where an end does not keep it, a binary search over the dimension's discretized regions
 // between p's value and that end finds where the anomaly stops (the anomalous values of a dimension are taken
 // to be contiguous around p's, as Collie's ranges are). Invalid probes (e.g. a WQ shallower than the batch)
-// are not run: the range ends at the validity bound.
-func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc) (MFS, error) {
-	f := &mfsFinder{sp: sp, p: p, sym: sym, probe: probe, m: MFS{}}
+// are not run: the range ends at the validity bound. With ends, there is no binary search (Collie's
+// implementation): a side whose end does not keep the anomaly ends at p's value.
+func findMFS(sp *Space, p Workload, sym Symptom, probe probeFunc, ends bool) (MFS, error) {
+	f := &mfsFinder{sp: sp, p: p, sym: sym, probe: probe, m: MFS{}, ends: ends}
 	for _, step := range []func() error{f.categorical, f.mtu, f.ordered, f.messages, f.events} {
 		if err := step(); err != nil {
 			return nil, err
@@ -204,6 +205,7 @@ type mfsFinder struct {
 	sym   Symptom
 	probe probeFunc
 	m     MFS
+	ends  bool // probe only the ends of an ordered dimension (MFSEnds)
 }
 
 // check probes the valid workloads of ws and says of each whether it shows the symptom (invalid ones are not
@@ -513,7 +515,7 @@ func (f *mfsFinder) span(grid []int, v int, at func(int) Workload, check func([]
 				s.out, s.outState = idx[k], res[k]
 			}
 			switch {
-			case s.in == s.end:
+			case s.in == s.end, f.ends:
 				s.done = true
 			case s.out != -1 && s.out != len(grid) && (s.in-s.out == 1 || s.out-s.in == 1):
 				s.done = true

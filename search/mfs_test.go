@@ -77,7 +77,7 @@ func TestMFSRecoversPlantedConditions(t *testing.T) {
 				t.Fatalf("test point shows %q, want %q", got, tc.sym)
 			}
 			probes := 0
-			mfs, err := findMFS(&sp, p, tc.sym, probeWith(t, syn, &probes))
+			mfs, err := findMFS(&sp, p, tc.sym, probeWith(t, syn, &probes), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,18 +103,9 @@ func TestMFSRecoversPlantedConditions(t *testing.T) {
 	}
 }
 
-// TestMFSProbesPerDimensionAndExact plants each of SyntheticF's eight anomalies and checks that findMFS (1)
-// takes at most N probes, N counted per dimension: every other value of each categorical dimension and the
-// MTU, one probe at each end of every ordered dimension and of both ends of the message vector, and a binary
-// search (2 x ceil(log2 of the grid)) only for the dimensions the region bounds; and (2) finds exactly the
-// planted region: on every one-factor neighbour of the point (each dimension at each of its grid values or
-// alternatives) and on 3,000 random points, the feature set matches a workload if and only if the region
-// contains it. A walk over the whole grid of an irrelevant dimension (as the procedure before took: 59-82
-// probes on these points) breaks the bound.
-func TestMFSProbesPerDimensionAndExact(t *testing.T) {
-	syn := SyntheticF()
-	sp := DefaultSpace()
-	points := map[string]func(w *Workload){
+// syntheticPoints sets a workload inside each planted region of SyntheticF (and only inside it).
+func syntheticPoints() map[string]func(w *Workload) {
+	return map[string]func(w *Workload){
 		"ud-batch-depth": func(w *Workload) {
 			w.QPType, w.Opcode, w.WQEBatch, w.WQDepth, w.MTU, w.MsgSizes = "ud", "send", 64, 512, 2048, []int{2048}
 		},
@@ -134,6 +125,20 @@ func TestMFSProbesPerDimensionAndExact(t *testing.T) {
 			w.Opcode, w.MTU, w.WQEBatch, w.WQDepth, w.MsgSizes = "send", 1024, 64, 512, []int{4096}
 		},
 	}
+}
+
+// TestMFSProbesPerDimensionAndExact plants each of SyntheticF's eight anomalies and checks that findMFS (1)
+// takes at most N probes, N counted per dimension: every other value of each categorical dimension and the
+// MTU, one probe at each end of every ordered dimension and of both ends of the message vector, and a binary
+// search (2 x ceil(log2 of the grid)) only for the dimensions the region bounds; and (2) finds exactly the
+// planted region: on every one-factor neighbour of the point (each dimension at each of its grid values or
+// alternatives) and on 3,000 random points, the feature set matches a workload if and only if the region
+// contains it. A walk over the whole grid of an irrelevant dimension (as the procedure before took: 59-82
+// probes on these points) breaks the bound.
+func TestMFSProbesPerDimensionAndExact(t *testing.T) {
+	syn := SyntheticF()
+	sp := DefaultSpace()
+	points := syntheticPoints()
 	searchBits := func(gridLen int) int { return 2 * bits.Len(uint(gridLen)) }
 	rng := rand.New(rand.NewPCG(7, 7))
 	var random []Workload
@@ -155,7 +160,7 @@ func TestMFSProbesPerDimensionAndExact(t *testing.T) {
 				t.Fatalf("test point %s is inside regions %v, want only %d", p, in, ri)
 			}
 			probes := 0
-			mfs, err := findMFS(&sp, p, r.Symptom, probeWith(t, syn, &probes))
+			mfs, err := findMFS(&sp, p, r.Symptom, probeWith(t, syn, &probes), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,6 +202,53 @@ func TestMFSProbesPerDimensionAndExact(t *testing.T) {
 				check(w)
 			}
 			t.Logf("%d probes (bound %d), MFS %s, %d workloads compared", probes, n, mfs, checked)
+		})
+	}
+}
+
+// TestMFSEndsOnly checks Collie's way of spanning an ordered dimension (MFSEnds) on SyntheticF's planted
+// anomalies: no binary search, so at most one probe per other categorical value and MTU and two per ordered
+// dimension and end of the message vector, fewer than bisecting wherever the region bounds a dimension; and
+// a side whose end loses the anomaly stops at the point's own value, so the set holds the point and only
+// workloads inside the region (on 3,000 random points and every one-factor neighbour).
+func TestMFSEndsOnly(t *testing.T) {
+	syn := SyntheticF()
+	sp := DefaultSpace()
+	points := syntheticPoints()
+	rng := rand.New(rand.NewPCG(7, 7))
+	var random []Workload
+	for range 3000 {
+		random = append(random, sp.Sample(rng))
+	}
+	n := len(sp.QPTypes) - 1 + len(sp.Opcodes) - 1 + len(sp.Directions) - 1 + len(sp.Memories) - 1 +
+		len(sp.MTUs) - 1 + 2*len(orderedDims) + 2*2
+	for ri, r := range syn.Regions {
+		t.Run(r.Name, func(t *testing.T) {
+			p := OrdinaryWorkload()
+			points[r.Name](&p)
+			var ends, bisect int
+			mfs, err := findMFS(&sp, p, r.Symptom, probeWith(t, syn, &ends), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := findMFS(&sp, p, r.Symptom, probeWith(t, syn, &bisect), false); err != nil {
+				t.Fatal(err)
+			}
+			if ends > n {
+				t.Errorf("%d probes, want at most %d", ends, n)
+			}
+			if ends >= bisect {
+				t.Errorf("%d probes with ends only, %d bisecting: want fewer", ends, bisect)
+			}
+			if !mfs.Match(p) {
+				t.Errorf("MFS %s does not hold its own point %s", mfs, p)
+			}
+			for _, w := range append(oneFactorNeighbours(&sp, p), random...) {
+				if sp.Validate(w) == nil && mfs.Match(w) && !slices.Contains(syn.Inside(w), ri) {
+					t.Errorf("MFS %s matches %s, outside the region", mfs, w)
+				}
+			}
+			t.Logf("%d probes (%d bisecting), MFS %s", ends, bisect, mfs)
 		})
 	}
 }
@@ -282,7 +334,7 @@ func TestMFSMessageConditions(t *testing.T) {
 				}
 				return out, nil
 			}
-			m, err := findMFS(&sp, p, Pause, probe)
+			m, err := findMFS(&sp, p, Pause, probe, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,6 +31,9 @@ import (
 // saCfg is the annealing configuration under test (flags).
 var saCfg search.SAConfig
 
+// mfsStyle is how the searches with MFS span an ordered dimension (flag).
+var mfsStyle string
+
 type variant struct {
 	name    string
 	algo    string
@@ -58,6 +61,8 @@ func main() {
 	points := flag.Int("points", 10, "budget checkpoints of the curve")
 	refBudget := flag.Int("refbudget", 10000, "evaluations of the reference search (profiles without ground truth)")
 	svg := flag.String("svg", "", "write the curve as an SVG plot to this file")
+	only := flag.String("only", "", "comma-separated contenders to run (default all): "+names())
+	flag.StringVar(&mfsStyle, "mfs-style", search.MFSBisect, "how the MFS spans an ordered dimension: bisect or ends (Collie's implementation: its two ends only)")
 	d := search.DefaultConfig().SA
 	flag.Float64Var(&saCfg.StartTemp, "t0", d.StartTemp, "annealing start temperature")
 	flag.Float64Var(&saCfg.Decay, "decay", d.Decay, "annealing temperature decay per stage")
@@ -69,10 +74,30 @@ func main() {
 		fmt.Fprintln(os.Stderr, "search-bench: -seeds, -budget and -points must be at least 1")
 		os.Exit(2)
 	}
+	if *only != "" {
+		var keep []variant
+		for _, n := range strings.Split(*only, ",") {
+			i := slices.IndexFunc(variants, func(v variant) bool { return v.name == strings.TrimSpace(n) })
+			if i < 0 {
+				fmt.Fprintf(os.Stderr, "search-bench: -only: no contender %q (have %s)\n", n, names())
+				os.Exit(2)
+			}
+			keep = append(keep, variants[i])
+		}
+		variants = keep
+	}
 	if err := run(*profile, *seeds, *budget, *points, *refBudget, *svg); err != nil {
 		fmt.Fprintln(os.Stderr, "search-bench:", err)
 		os.Exit(1)
 	}
+}
+
+func names() string {
+	var out []string
+	for _, v := range variants {
+		out = append(out, v.name)
+	}
+	return strings.Join(out, ", ")
 }
 
 // curve is one variant's result: per seed, the evaluation at which each anomaly was first found.
@@ -126,7 +151,7 @@ func run(profile string, seeds, budget, points, refBudget int, svgPath string) e
 	if err != nil {
 		return err
 	}
-	fmt.Printf("profile %s, %d seeds, budget %d evaluations, %d anomalies to find\n\n", profile, seeds, budget, len(names))
+	fmt.Printf("profile %s, %d seeds, budget %d evaluations, %d anomalies to find, MFS style %s\n\n", profile, seeds, budget, len(names), mfsStyle)
 	fi, err := os.Stderr.Stat()
 	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
 	var curves []*curve
@@ -135,6 +160,7 @@ func run(profile string, seeds, budget, points, refBudget int, svgPath string) e
 		for s := 1; s <= seeds; s++ {
 			cfg := search.DefaultConfig()
 			cfg.Algo, cfg.MFS, cfg.Budget, cfg.Seed, cfg.SA, cfg.Signals = v.algo, v.mfs, budget, uint64(s), saCfg, v.signals
+			cfg.MFSStyle = mfsStyle
 			cfg.Space = space
 			start := time.Now()
 			res, err := search.Search(context.Background(), ev, cfg)

@@ -150,6 +150,7 @@ evaluated in parallel and applied in proposal order, so the result is the same a
 	f.StringVar(&profile, "profile", "", "NIC profile of both simulated hosts: a name, or a profile file (*.yaml) with a micro section")
 	f.StringVar(&cfg.Algo, "algo", cfg.Algo, "search algorithm: random, ga (Lumina's genetic fuzzing) or sa (Collie's simulated annealing)")
 	f.BoolVar(&cfg.MFS, "mfs", cfg.MFS, "reduce each anomaly to its minimal feature set and skip workloads inside known ones")
+	f.StringVar(&cfg.MFSStyle, "mfs-style", search.MFSBisect, "how the MFS spans an ordered dimension: bisect (its ends, then a binary search where the anomaly stops) or ends (its two ends only, as Collie's implementation; no reduction of a point with two causes)")
 	f.IntVar(&cfg.Budget, "budget", cfg.Budget, "evaluations, MFS probes included")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random choice of the search")
 	f.StringVar(&out, "out", "search-results", "results directory")
