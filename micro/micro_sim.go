@@ -169,18 +169,19 @@ type mhost struct {
 	qpc, mtt setAssoc
 	qps      int // QPs on this NIC (each connection's requester and responder are one QP each)
 	// Receive.
-	wqeResident bool  // receive WQEs never miss (rx.wqe-resident, or rx.short-queues-resident for this workload)
-	rxGapPs     int64 // the receive packet rate's spacing (rx.max-mpps; 0: none)
-	nextRxAt    int64 // the next received frame starts on the processor no earlier
-	rxBuf       int
-	rxQ         des.Ring[int32]
-	rxBusy      bool
-	xoff        bool
-	xoffAt      int64
-	parkedMsgs  int
-	rqs         int     // receive queues on this host (a connection's responder side)
-	cacheUsed   int     // receive WQEs cached (all QPs)
-	holders     []int32 // connections with cached receive WQEs
+	wqeResident  bool  // receive WQEs never miss (rx.wqe-resident, or rx.short-queues-resident, wqe-cache-qp-types, rc-wqe-cache-max-mtu for this workload)
+	wqeCacheSize int   // receive WQEs the wqe-cache holds for this workload (rx.wqe-cache, rx.rc-wqe-cache-bytes)
+	rxGapPs      int64 // the receive packet rate's spacing (rx.max-mpps; 0: none)
+	nextRxAt     int64 // the next received frame starts on the processor no earlier
+	rxBuf        int
+	rxQ          des.Ring[int32]
+	rxBusy       bool
+	xoff         bool
+	xoffAt       int64
+	parkedMsgs   int
+	rqs          int     // receive queues on this host (a connection's responder side)
+	cacheUsed    int     // receive WQEs cached (all QPs)
+	holders      []int32 // connections with cached receive WQEs
 	// Receive-WQE fetches in flight and waiting (connection, count).
 	fetchActive int
 	// When each of the receive-WQE fetcher's parse engines (rx.fetch-engines, at least one) is free.
@@ -420,7 +421,13 @@ func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 	kind := w.QPType + "-" + w.Opcode
 	h.lookupWait = len(m.Tx.LookupWait) == 0 || slices.Contains(m.Tx.LookupWait, kind)
 	h.wqeResident = m.Rx.WQEResident || m.Rx.ShortQueuesResident &&
-		(prefetchSize(&m.Rx, w) < m.Rx.PrefetchMax || w.WQDepth < m.Rx.LargeBatchDepth)
+		(prefetchSize(&m.Rx, w) < m.Rx.PrefetchMax || w.WQDepth < m.Rx.LargeBatchDepth) ||
+		len(m.Rx.WQECacheQPTypes) > 0 && !slices.Contains(m.Rx.WQECacheQPTypes, w.QPType) ||
+		w.QPType == "rc" && m.Rx.RCWQECacheMaxMTU > 0 && w.MTU > m.Rx.RCWQECacheMaxMTU
+	h.wqeCacheSize = m.Rx.WQECacheSize
+	if w.QPType == "rc" && m.Rx.RCWQECacheBytes > 0 {
+		h.wqeCacheSize = m.Rx.RCWQECacheBytes / (max(w.SGE, 1) * m.Rx.WQEBytes)
+	}
 	if r := m.Rx.MaxMpps; r > 0 {
 		h.rxGapPs = int64(1e6 / r)
 	}
@@ -1747,7 +1754,7 @@ func (s *msim) growReadAhead(h *mhost, c *mconn) {
 	if g <= 1 {
 		return
 	}
-	if n := min(s.readAhead(h, c)*g, h.m.Rx.PrefetchMax); h.rqs*(n/2) <= h.m.Rx.WQECacheSize {
+	if n := min(s.readAhead(h, c)*g, h.m.Rx.PrefetchMax); h.rqs*(n/2) <= h.wqeCacheSize {
 		c.rqAhead = max(c.rqAhead, n)
 	}
 }
@@ -1845,13 +1852,13 @@ func (s *msim) rqFetched(h *mhost, ci int32, n int, demand bool) {
 	c.rqFetching -= n
 	s.setCached(h, ci, c.rqCached+n)
 	c.lastUse = s.now
-	for h.cacheUsed > h.m.Rx.WQECacheSize {
+	for h.cacheUsed > h.wqeCacheSize {
 		v := s.lruVictim(h, ci)
 		if v < 0 {
 			break
 		}
 		vc := &s.conns[v]
-		k := min(vc.rqCached, h.cacheUsed-h.m.Rx.WQECacheSize)
+		k := min(vc.rqCached, h.cacheUsed-h.wqeCacheSize)
 		if h.m.Rx.WholeQPCache {
 			k = vc.rqCached
 		}

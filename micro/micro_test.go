@@ -424,12 +424,12 @@ func TestDemandFetchSlots(t *testing.T) {
 	// The cache, read-ahead and cold misses as they were then too (80 entries, 32 per QP, 4 WQEs per miss): with
 	// 256 entries or one-WQE cold misses the shared slots keep up with this workload as well.
 	shared := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
-		shortQueuesMiss(p)
+		queuesMiss(p)
 		p.Micro.Rx.DemandFetchSlots, p.Micro.Rx.PrefetchDropBusy, p.Micro.Rx.ColdMissFetch = 0, false, 0
 		p.Micro.Rx.WQECacheSize, p.Micro.Rx.PrefetchMax = 80, 32
 		p.Micro.Rx.FetchSlots, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 3, 0, 0 // the fetcher of then
 	}))
-	own := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
+	own := summarize(runMicro(t, "cx6vpi-200g", w, queuesMiss))
 	t.Logf("shared slots: pause %.4f %.1f Gb/s %.1f Mpps; own slots: pause %.4f %.1f Gb/s %.1f Mpps",
 		shared.pause, shared.gbps, shared.mpps, own.pause, own.gbps, own.mpps)
 	if !shared.isPause() && !shared.isLow() {
@@ -450,11 +450,11 @@ func TestColdMissFetch(t *testing.T) {
 		wl("uc", "send", 440, 512, 7, 4, 8, 1, 64*kb, []int{832}, DirUni, MemLocal),
 		wl("rc", "send", 511, 2048, 11, 4, 686, 1, 64*kb, []int{46880, 7584, 128, 1920}, DirUni, MemLocal),
 	} {
-		on := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
+		on := summarize(runMicro(t, "cx6vpi-200g", w, queuesMiss))
 		// Counterfactual on the one-at-a-time fetcher the narrowing was made on (fetch-engines and evict-wqe-ns
 		// came later, and absorb the wasted parsing too).
 		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
-			shortQueuesMiss(p)
+			queuesMiss(p)
 			p.Micro.Rx.ColdMissFetch, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 0, 0, 0
 		}))
 		t.Logf("%s %s %d QPs: cold-miss-fetch 1: pause %.4f %.1f Gb/s; 0: pause %.4f %.1f Gb/s", w.QPType, w.Opcode,
@@ -477,9 +477,9 @@ func TestFetchEngines(t *testing.T) {
 		wl("ud", "send", 16, 1024, 16, 1, 128, 1, 64*kb, []int{256}, DirUni, MemLocal),
 		wl("ud", "send", 16, 1024, 16, 1, 256, 1, 64*kb, []int{256}, DirUni, MemLocal),
 	} {
-		on := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
+		on := summarize(runMicro(t, "cx6vpi-200g", w, queuesMiss))
 		off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) {
-			shortQueuesMiss(p)
+			queuesMiss(p)
 			p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 0, 0
 		}))
 		t.Logf("%s %s %d QPs depth %d: 8 engines: pause %.4f %.1f Mpps; one: pause %.4f %.1f Mpps (limit %.1f)", w.QPType,
@@ -524,8 +524,8 @@ func TestClassify(t *testing.T) {
 // reports no such UC anomaly). With cx6vpi-200g's drop-before-fetch it stays clean.
 func TestDropBeforeFetch(t *testing.T) {
 	w := wl("uc", "send", 235, 1024, 9, 3, 210, 1, 64*kb, []int{2368, 64, 43 * kb}, DirUni, MemLocal)
-	on := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
-	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { shortQueuesMiss(p); p.Micro.Rx.DropBeforeFetch = false }))
+	on := summarize(runMicro(t, "cx6vpi-200g", w, queuesMiss))
+	off := summarize(runMicro(t, "cx6vpi-200g", w, func(p *rnic.Profile) { queuesMiss(p); p.Micro.Rx.DropBeforeFetch = false }))
 	t.Logf("drop-before-fetch: pause %.4f %.1f Gb/s; without: pause %.4f %.1f Gb/s", on.pause, on.gbps, off.pause, off.gbps)
 	if on.isPause() || on.isLow() {
 		t.Errorf("with drop-before-fetch: pause %.4f, %.1f Gb/s: want no anomaly", on.pause, on.gbps)
@@ -544,7 +544,7 @@ func TestPrefetchDropBusy(t *testing.T) {
 	// On the fetcher the narrowing was made on (3 fetch slots, one fetch parsed at a time): with 6 slots and
 	// 8 parse engines the queued prefetches rarely wait.
 	then := func(p *rnic.Profile) {
-		shortQueuesMiss(p)
+		queuesMiss(p)
 		p.Micro.Rx.FetchSlots, p.Micro.Rx.FetchEngines, p.Micro.Rx.EvictWQENs = 3, 0, 0
 	}
 	on := summarize(runMicro(t, "cx6vpi-200g", w, then))
@@ -771,11 +771,11 @@ func TestPrefetchLongDepth(t *testing.T) {
 		{"UC SEND, 28 QPs, 455 deep", wl("uc", "send", 28, 256, 22, 2, 455, 294, 24*kb, []int{9088, 384, 32, 1088}, DirUni, MemLocal), "pause"},
 		{"UD SEND, 61 QPs, 823 deep", wl("ud", "send", 61, 1024, 5, 1, 823, 1, 1660*kb, []int{224, 512, 544, 64, 256, 160, 32}, DirUni, MemRemoteNUMA), "low-throughput"},
 	} {
-		if s := verdict(runMicro(t, "cx6vpi-200g", tc.w, shortQueuesMiss)); s != "" {
+		if s := verdict(runMicro(t, "cx6vpi-200g", tc.w, queuesMiss)); s != "" {
 			t.Errorf("%s: %s, want no anomaly", tc.name, s)
 		}
 		if s := verdict(runMicro(t, "cx6vpi-200g", tc.w, func(p *rnic.Profile) {
-			shortQueuesMiss(p)
+			queuesMiss(p)
 			p.Micro.Rx.PrefetchLongDepth = 0
 		})); s != tc.without {
 			t.Errorf("%s read ahead by depth: %q, want %s", tc.name, s, tc.without)
@@ -870,9 +870,14 @@ func TestReadRequestsTakeTurnsWithData(t *testing.T) {
 		wl("rc", "read", 4793, 4096, 19, 1, 659, 24, 628*kb, []int{2560, 23264, 192, 352, 7872}, DirBi, MemRemoteNUMA))
 }
 
-// shortQueuesMiss takes rx.short-queues-resident out: the receive-WQE mechanisms below were narrowed on short
-// queues sharing the wqe-cache, before short queues kept their WQEs on the NIC, and still act on long ones.
-func shortQueuesMiss(p *rnic.Profile) { p.Micro.Rx.ShortQueuesResident = false }
+// queuesMiss takes out what keeps receive WQEs on the NIC (rx.short-queues-resident, wqe-cache-qp-types,
+// rc-wqe-cache-max-mtu) and RC's own cache size (rc-wqe-cache-bytes): the receive-WQE mechanisms below were
+// narrowed on short queues, UC queues and RC at MTUs over 1 KB sharing the wqe-cache, before those kept their
+// WQEs on the NIC, and still act on the queues that take the cache.
+func queuesMiss(p *rnic.Profile) {
+	r := &p.Micro.Rx
+	r.ShortQueuesResident, r.WQECacheQPTypes, r.RCWQECacheMaxMTU, r.RCWQECacheBytes = false, nil, 0, 0
+}
 
 // TestLookupWaitRCWriteOnly: Collie's minimal feature sets of #7 (many QPs) and #8 (many MRs) keep RC WRITE
 // (collie table 2, appendix A.1 #7/#8): their triggers run low as RC WRITE only. On cx6vpi-200g
@@ -920,7 +925,7 @@ func TestShortQueuesResident(t *testing.T) {
 		wl("ud", "send", 841, 512, 6, 1, 218, 43, 4*kb, []int{64, 448}, DirUni, MemGPUCrossSwitch),
 	} {
 		on := summarize(runMicro(t, "cx6vpi-200g", w, nil))
-		off := summarize(runMicro(t, "cx6vpi-200g", w, shortQueuesMiss))
+		off := summarize(runMicro(t, "cx6vpi-200g", w, queuesMiss))
 		t.Logf("UD %d QPs %d deep: %.1f Mpps; through the cache: %.1f Mpps (limit %.1f)", w.NumQPs, w.WQDepth, on.mpps, off.mpps, on.limP)
 		if on.isPause() || on.isLow() {
 			t.Errorf("UD %d QPs %d deep: pause %.4f, %.1f Mpps of %.1f: want no anomaly", w.NumQPs, w.WQDepth, on.pause, on.mpps, on.limP)

@@ -834,6 +834,16 @@ type MicroRx struct {
 	// CQEBytes > 0: a received SEND message's completion entry, written to host memory after its last
 	// packet's data (0: completions are not modelled).
 	CQEBytes int `yaml:"cqe-bytes"`
+	// WQECacheQPTypes lists the QP types ("rc", "uc", "ud") whose receive queues take the wqe-cache and its
+	// prefetch and miss paths; the others' receive WQEs are on the NIC whenever a message needs one, as with
+	// wqe-resident (empty: every type's).
+	WQECacheQPTypes []string `yaml:"wqe-cache-qp-types"`
+	// RCWQECacheMaxMTU > 0: an RC receive queue takes the wqe-cache only at MTUs up to this; at larger ones
+	// its WQEs are on the NIC (0: at any MTU).
+	RCWQECacheMaxMTU int `yaml:"rc-wqe-cache-max-mtu"`
+	// RCWQECacheBytes > 0: the wqe-cache holds this many bytes of RC receive WQEs (wqe-bytes per SGE each), so
+	// RC queues of fewer SGEs fit more WQEs (0: wqe-cache WQEs, whatever their SGEs).
+	RCWQECacheBytes int `yaml:"rc-wqe-cache-bytes"`
 }
 
 // MicroCache is the NIC's context caches: QP contexts and memory translation entries; a miss is a PCIe read.
@@ -924,7 +934,8 @@ func (m *MicroArch) validate() *ProfileError {
 		{"rx.prefetch-depth-div", int64(m.Rx.PrefetchDepthDiv)}, {"rx.prefetch-long-depth", int64(m.Rx.PrefetchLongDepth)},
 		{"rx.demand-fetch-slots", int64(m.Rx.DemandFetchSlots)}, {"rx.rc-data-ns", m.Rx.RCDataNs},
 		{"rx.cold-miss-fetch", int64(m.Rx.ColdMissFetch)}, {"rx.large-batch-depth", int64(m.Rx.LargeBatchDepth)},
-		{"rx.cqe-bytes", int64(m.Rx.CQEBytes)},
+		{"rx.cqe-bytes", int64(m.Rx.CQEBytes)}, {"rx.rc-wqe-cache-max-mtu", int64(m.Rx.RCWQECacheMaxMTU)},
+		{"rx.rc-wqe-cache-bytes", int64(m.Rx.RCWQECacheBytes)},
 		{"rx.prefetch-grow", int64(m.Rx.PrefetchGrow)},
 		{"rx.rc-state-entries", int64(m.Rx.RCStateEntries)}, {"rx.rc-state-miss-ns", m.Rx.RCStateMissNs},
 		{"rx.rc-state-batch", int64(m.Rx.RCStateBatch)}, {"rx.read-resp-qpc-batch", int64(m.Rx.ReadRespQPCBatch)},
@@ -943,6 +954,11 @@ func (m *MicroArch) validate() *ProfileError {
 	for i, k := range m.Tx.LookupWait {
 		if !slices.Contains(WQEKinds, k) {
 			return verr("micro.tx.lookup-wait", "entry %d, %q: want one of %s", i, k, strings.Join(WQEKinds, ", "))
+		}
+	}
+	for i, k := range m.Rx.WQECacheQPTypes {
+		if k != "rc" && k != "uc" && k != "ud" {
+			return verr("micro.rx.wqe-cache-qp-types", "entry %d, %q: want one of rc, uc, ud", i, k)
 		}
 	}
 	switch {

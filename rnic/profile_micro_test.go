@@ -76,6 +76,10 @@ func TestMicroSection(t *testing.T) {
 		{"    large-batch-depth: 256", "    large-batch-depth: -1", "micro.rx.large-batch-depth: -1: want >= 0", line("large-batch-depth")},
 		{"    cqe-bytes: 64", "    cqe-bytes: -8", "micro.rx.cqe-bytes: -8: want >= 0", line("cqe-bytes")},
 		{"    max-mpps: 215", "    max-mpps: -1", "micro.rx.max-mpps: -1: want >= 0", lineOf("    max-mpps: 215")},
+		{"    wqe-cache-qp-types: [ud, rc]", "    wqe-cache-qp-types: [ud, xrc]",
+			`micro.rx.wqe-cache-qp-types: entry 1, "xrc": want one of rc, uc, ud`, line("wqe-cache-qp-types")},
+		{"    rc-wqe-cache-max-mtu: 1024", "    rc-wqe-cache-max-mtu: -1", "micro.rx.rc-wqe-cache-max-mtu: -1: want >= 0", line("rc-wqe-cache-max-mtu")},
+		{"    rc-wqe-cache-bytes: 16384", "    rc-wqe-cache-bytes: -1", "micro.rx.rc-wqe-cache-bytes: -1: want >= 0", line("rc-wqe-cache-bytes")},
 	} {
 		data := strings.Replace(string(base), c.from, c.to, 1)
 		if data == string(base) {
