@@ -426,7 +426,7 @@ func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 		w.QPType == "rc" && m.Rx.RCWQECacheMaxMTU > 0 && w.MTU > m.Rx.RCWQECacheMaxMTU
 	h.wqeCacheSize = m.Rx.WQECacheSize
 	if w.QPType == "rc" && m.Rx.RCWQECacheBytes > 0 {
-		h.wqeCacheSize = m.Rx.RCWQECacheBytes / (max(w.SGE, 1) * m.Rx.WQEBytes)
+		h.wqeCacheSize = max(m.Rx.RCWQECacheBytes/(max(w.SGE, 1)*m.Rx.WQEBytes), 1)
 	}
 	if r := m.Rx.MaxMpps; r > 0 {
 		h.rxGapPs = int64(1e6 / r)

@@ -970,6 +970,9 @@ func (m *MicroArch) validate() *ProfileError {
 		return verr("micro.host.gpu-same-switch-write-gbps", "%v: want >= 0 (0: writes share gpu-same-switch-gbps)", m.Host.GPUSameSwitchWriteGbps)
 	case m.Tx.LoopbackGbps < 0 || math.IsNaN(m.Tx.LoopbackGbps):
 		return verr("micro.tx.loopback-gbps", "%v: want >= 0 (0: no limit)", m.Tx.LoopbackGbps)
+	case m.Rx.RCWQECacheBytes > 0 && m.Rx.WQEBytes <= 0:
+		return verr("micro.rx.rc-wqe-cache-bytes", "%d needs rx.wqe-bytes > 0 (the bytes of a receive WQE's SGE), got %d",
+			m.Rx.RCWQECacheBytes, m.Rx.WQEBytes)
 	case m.Rx.PausePrio < 0 || m.Rx.PausePrio > 7:
 		return verr("micro.rx.pause-priority", "%d: want 0..7", m.Rx.PausePrio)
 	case m.Rx.XonBytes > m.Rx.XoffBytes || m.Rx.XoffBytes > m.Rx.BufferBytes:

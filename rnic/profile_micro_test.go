@@ -80,6 +80,7 @@ func TestMicroSection(t *testing.T) {
 			`micro.rx.wqe-cache-qp-types: entry 1, "xrc": want one of rc, uc, ud`, line("wqe-cache-qp-types")},
 		{"    rc-wqe-cache-max-mtu: 1024", "    rc-wqe-cache-max-mtu: -1", "micro.rx.rc-wqe-cache-max-mtu: -1: want >= 0", line("rc-wqe-cache-max-mtu")},
 		{"    rc-wqe-cache-bytes: 16384", "    rc-wqe-cache-bytes: -1", "micro.rx.rc-wqe-cache-bytes: -1: want >= 0", line("rc-wqe-cache-bytes")},
+		{"    wqe-bytes: 16", "    wqe-bytes: 0", "micro.rx.rc-wqe-cache-bytes: 16384 needs rx.wqe-bytes > 0", line("rc-wqe-cache-bytes")},
 	} {
 		data := strings.Replace(string(base), c.from, c.to, 1)
 		if data == string(base) {
