@@ -5,6 +5,7 @@
 //
 //	go run ./bench/search -profile collie-f -seeds 10 -budget 400 -svg docs/search-collie-f.svg
 //	go run ./bench/search -seeds 10 -budget 3000             # the synthetic planted-anomaly subsystem
+//	go run ./bench/search -profile collie-f -only "Collie (Perf),Collie (Diag)" -mfs-style ends   # Collie's own MFS
 //
 // A finding is attributed to ground truth: on the synthetic subsystem to the planted regions that contain its
 // workload; on a profile of the published catalog (search/collie/anomalies.yaml) to the profile's published
