@@ -36,7 +36,6 @@ func TestTriggerOneFactorVariants(t *testing.T) {
 		"#9 mtu":       "at MTU 1K #9's mix runs clean on collie-f",
 		"#10 mtu":      "at MTU 2K and 4K #10's receivers keep up: fewer packets, fewer queued context reads",
 		"#14 opcode":   "p2100g stages only the requester's WRITE/SEND packets (tx.staging-bytes), not READ responses",
-		"#15 qp_type":  "#15's workload as RC (p2100g has no UC) pauses too: the receive-WQE fetcher's time is the same for RC",
 	}
 	anomalous := func(tr trigger, w scenario.Workload) (bool, string) {
 		r := runMicro(t, tr.profile, w, tr.mod)
