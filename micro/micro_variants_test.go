@@ -32,7 +32,7 @@ func TestTriggerOneFactorVariants(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := map[string]string{
-		"#4 direction": "one direction of #4's READs pauses too: the requester's walk of 4 SGEs per response (rx.read-resp-sge-ns) overruns the responses' arrival either way",
+		"#4 direction": "one direction of #4's READs pauses too: 128 B responses arrive faster than the requester's per-response cost (rx.read-resp-first-ns, read-resp-sge-ns) lets it take them, either way",
 		"#9 mtu":       "at MTU 1K #9's mix runs clean on collie-f",
 		"#10 mtu":      "at MTU 2K and 4K #10's receivers keep up: fewer packets, fewer queued context reads",
 		"#14 opcode":   "p2100g stages only the requester's WRITE/SEND packets (tx.staging-bytes), not READ responses",
