@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/lumina-go/lumina/internal/des"
 	"github.com/lumina-go/lumina/rnic"
@@ -298,6 +299,7 @@ func RunWorkload(cfg WorkloadConfig) (*WorkloadResult, error) {
 		gbps = min(cfg.Profiles[0].LinkGbps, cfg.Profiles[1].LinkGbps)
 	}
 	s := newMSim(&cfg, gbps)
+	defer s.releasePkts()
 	s.winFrom = cfg.WarmupNs * psPerNs
 	s.winTo = s.winFrom + cfg.MeasureNs*psPerNs
 	s.measurePs = cfg.MeasureNs * psPerNs
@@ -363,9 +365,21 @@ func (s *msim) oneQPWindow(cfg *WorkloadConfig, gbps float64, r *WorkloadResult)
 }
 
 // newMSim builds the two hosts and the workload's connections, every queue posted full.
+// pktBufs keeps the frame tables of finished runs for the next: a workload of tens of thousands of QPs holds
+// hundreds of thousands of frames at once, and growing the table from empty on every run of a search copied
+// it over and over (a tenth of such runs' time). newPkt writes every slot it hands out, so a reused table
+// changes nothing.
+var pktBufs sync.Pool
+
+// maxPooledPkts bounds the tables kept (32 MB of frames).
+const maxPooledPkts = 1 << 20
+
 func newMSim(cfg *WorkloadConfig, gbps float64) *msim {
 	s := &msim{w: &cfg.Workload, lastStarted: -1, linkPsB: psPerByte(gbps), propPs: cfg.PropagationNs * psPerNs,
 		swLatPs: cfg.SwitchLatencyNs * psPerNs, swXoff: cfg.SwitchXoffBytes}
+	if b, ok := pktBufs.Get().(*[]mpkt); ok {
+		s.pkts = (*b)[:0]
+	}
 	for i := range s.hosts {
 		s.hosts[i] = newMHost(i, cfg.Profiles[i], &cfg.Workload)
 	}
@@ -628,6 +642,15 @@ func (s *msim) newPkt(p mpkt) int32 {
 }
 
 func (s *msim) freePkt(i int32) { s.free = append(s.free, i) }
+
+// releasePkts hands the frame table to the next run.
+func (s *msim) releasePkts() {
+	if c := cap(s.pkts); c > 0 && c <= maxPooledPkts {
+		b := s.pkts[:0]
+		pktBufs.Put(&b)
+	}
+	s.pkts = nil
+}
 
 // msgSize is the size of message m (msg_sizes used in turn; UD messages are capped at the MTU).
 func (s *msim) msgSize(m int32) int {
@@ -2065,6 +2088,7 @@ func oneQPMessageNs(cfg *WorkloadConfig, gbps float64) float64 {
 	c := oneQP(cfg, nil, func(m *rnic.MicroArch) { m.Rx.WQEResident = true })
 	w := c.Workload
 	s := newMSim(&c, gbps)
+	defer s.releasePkts()
 	n := int32(len(w.MsgSizes))
 	warm := (16 + n - 1) / n * n
 	// A UC/UD SEND lost for want of a receive WQE carries nothing: those count per message delivered.
