@@ -425,29 +425,27 @@ func (e *engine) newAnomaly(id int, w Workload, m Metrics, sym Symptom) error {
 	if err != nil {
 		return err
 	}
-	if !ok && (ends || e.mfsCut) {
-		// Collie keeps a feature set only if its simplest point reproduces; the anomaly is the point itself.
-		if !e.mfsCut {
-			a.Unconfirmed, a.MFS = mfs, exactMFS(w)
-		}
-	} else if !ok {
-		// More than one cause: each dimension alone looked irrelevant. Reduce the point to one cause (delta
-		// debugging's greedy pass) and take that point's feature set if its simplest point reproduces. (A set
-		// the budget cut short is kept as it is: it holds the point, and its check was not run.)
+	if !ok && !e.mfsCut {
+		// More than one cause: each dimension alone looked irrelevant, and the anomaly is the point itself. (A
+		// set the budget cut short is kept as it is: it holds the point, and its check was not run.) Collie's
+		// procedure (MFSEnds) stops there; otherwise the point is reduced to one cause (delta debugging's greedy
+		// pass) and that point's feature set taken if its simplest point reproduces.
 		a.Unconfirmed, a.MFS = mfs, exactMFS(w)
-		r, err := reduce(e.msp, w, sym, func(ws []Workload) ([]Symptom, error) { return e.probe(ws, "reduce", id) })
-		if err != nil {
-			return fmt.Errorf("reducing anomaly %d to one cause: %w", id, err)
-		}
-		if r.Key() != w.Key() {
-			m2, err := findMFS(e.msp, r, sym, probe, false)
+		if !ends {
+			r, err := reduce(e.msp, w, sym, func(ws []Workload) ([]Symptom, error) { return e.probe(ws, "reduce", id) })
 			if err != nil {
-				return fmt.Errorf("minimal feature set of anomaly %d's reduced point: %w", id, err)
+				return fmt.Errorf("reducing anomaly %d to one cause: %w", id, err)
 			}
-			if ok, err := e.confirm(a, r, m2); err != nil {
-				return err
-			} else if ok {
-				a.MFS, a.Reduced = m2, &r
+			if r.Key() != w.Key() {
+				m2, err := findMFS(e.msp, r, sym, probe, ends)
+				if err != nil {
+					return fmt.Errorf("minimal feature set of anomaly %d's reduced point: %w", id, err)
+				}
+				if ok, err := e.confirm(a, r, m2); err != nil {
+					return err
+				} else if ok {
+					a.MFS, a.Reduced = m2, &r
+				}
 			}
 		}
 	}
