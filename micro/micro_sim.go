@@ -364,7 +364,6 @@ func (s *msim) oneQPWindow(cfg *WorkloadConfig, gbps float64, r *WorkloadResult)
 	r.WindowRTTNs, r.WindowGbps, r.WindowMpps = rtt, r.WindowGbps*k, r.WindowMpps*k
 }
 
-// newMSim builds the two hosts and the workload's connections, every queue posted full.
 // pktBufs keeps the frame tables of finished runs for the next: a workload of tens of thousands of QPs holds
 // hundreds of thousands of frames at once, and growing the table from empty on every run of a search copied
 // it over and over (a tenth of such runs' time). newPkt writes every slot it hands out, so a reused table
@@ -374,6 +373,7 @@ var pktBufs sync.Pool
 // maxPooledPkts bounds the tables kept (32 MB of frames).
 const maxPooledPkts = 1 << 20
 
+// newMSim builds the two hosts and the workload's connections, every queue posted full.
 func newMSim(cfg *WorkloadConfig, gbps float64) *msim {
 	s := &msim{w: &cfg.Workload, lastStarted: -1, linkPsB: psPerByte(gbps), propPs: cfg.PropagationNs * psPerNs,
 		swLatPs: cfg.SwitchLatencyNs * psPerNs, swXoff: cfg.SwitchXoffBytes}
@@ -434,10 +434,7 @@ func newMHost(id int, p *rnic.Profile, w *scenario.Workload) *mhost {
 	h := &mhost{id: id, m: m, freeUnits: m.Tx.Units, pktGapPs: int64(1e6 / m.MaxMpps)}
 	kind := w.QPType + "-" + w.Opcode
 	h.lookupWait = len(m.Tx.LookupWait) == 0 || slices.Contains(m.Tx.LookupWait, kind)
-	h.wqeResident = m.Rx.WQEResident || m.Rx.ShortQueuesResident &&
-		(prefetchSize(&m.Rx, w) < m.Rx.PrefetchMax || w.WQDepth < m.Rx.LargeBatchDepth) ||
-		len(m.Rx.WQECacheQPTypes) > 0 && !slices.Contains(m.Rx.WQECacheQPTypes, w.QPType) ||
-		w.QPType == "rc" && m.Rx.RCWQECacheMaxMTU > 0 && w.MTU > m.Rx.RCWQECacheMaxMTU
+	h.wqeResident = rxWQEsResident(&m.Rx, w)
 	h.wqeCacheSize = m.Rx.WQECacheSize
 	if w.QPType == "rc" && m.Rx.RCWQECacheBytes > 0 {
 		h.wqeCacheSize = max(m.Rx.RCWQECacheBytes/(max(w.SGE, 1)*m.Rx.WQEBytes), 1)
@@ -1749,6 +1746,20 @@ func (s *msim) goBack(h *mhost, ci, msg int32) {
 }
 
 // --- receive WQEs ---
+
+// rxWQEsResident says whether the workload's receive WQEs are on the NIC whenever a message needs one, so that
+// they never take the wqe-cache and its prefetch and miss paths.
+func rxWQEsResident(r *rnic.MicroRx, w *scenario.Workload) bool {
+	switch {
+	case r.WQEResident:
+		return true
+	case r.ShortQueuesResident && (prefetchSize(r, w) < r.PrefetchMax || w.WQDepth < r.LargeBatchDepth):
+		return true // a short queue, or a large batch on a queue under large-batch-depth
+	case len(r.WQECacheQPTypes) > 0 && !slices.Contains(r.WQECacheQPTypes, w.QPType):
+		return true // a QP type that does not take the cache
+	}
+	return w.QPType == "rc" && r.RCWQECacheMaxMTU > 0 && w.MTU > r.RCWQECacheMaxMTU
+}
 
 // prefetchSize is how many receive WQEs the NIC reads ahead per receive doorbell: the batch just posted, or
 // more for a long queue (depth / prefetch-div, from rx.prefetch-long-depth on), within [prefetch-min, prefetch-max].
