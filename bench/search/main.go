@@ -62,7 +62,7 @@ func main() {
 	points := flag.Int("points", 10, "budget checkpoints of the curve")
 	refBudget := flag.Int("refbudget", 10000, "evaluations of the reference search (profiles without ground truth)")
 	svg := flag.String("svg", "", "write the curve as an SVG plot to this file")
-	only := flag.String("only", "", "comma-separated contenders to run (default all): "+names())
+	only := flag.String("only", "", "comma-separated contenders to run (default all): "+contenderNames())
 	flag.StringVar(&mfsStyle, "mfs-style", search.MFSBisect, "how the MFS spans an ordered dimension: bisect or ends (Collie's implementation: its two ends only)")
 	d := search.DefaultConfig().SA
 	flag.Float64Var(&saCfg.StartTemp, "t0", d.StartTemp, "annealing start temperature")
@@ -80,7 +80,7 @@ func main() {
 		for _, n := range strings.Split(*only, ",") {
 			i := slices.IndexFunc(variants, func(v variant) bool { return v.name == strings.TrimSpace(n) })
 			if i < 0 {
-				fmt.Fprintf(os.Stderr, "search-bench: -only: no contender %q (have %s)\n", n, names())
+				fmt.Fprintf(os.Stderr, "search-bench: -only: no contender %q (have %s)\n", n, contenderNames())
 				os.Exit(2)
 			}
 			keep = append(keep, variants[i])
@@ -93,7 +93,7 @@ func main() {
 	}
 }
 
-func names() string {
+func contenderNames() string {
 	var out []string
 	for _, v := range variants {
 		out = append(out, v.name)
