@@ -39,12 +39,30 @@ func (c *setAssoc) lookup(key uint64) bool {
 	return false
 }
 
-// heap64 is a binary min-heap of times (the completion times of outstanding PCIe reads).
-type heap64 struct{ h []int64 }
+// heap64 is a multiset of times (the completion times of outstanding PCIe reads) that yields its least: a FIFO
+// of the times pushed in order, which most are (the read channel books them one after another), and a binary
+// min-heap of the others.
+type heap64 struct {
+	h          []int64
+	ring       []int64 // power-of-two size
+	head, size int
+}
 
-func (q *heap64) Len() int { return len(q.h) }
+func (q *heap64) Len() int { return len(q.h) + q.size }
 
 func (q *heap64) Push(v int64) {
+	if q.size == 0 || v >= q.ring[(q.head+q.size-1)&(len(q.ring)-1)] {
+		if q.size == len(q.ring) {
+			nr := make([]int64, max(2*len(q.ring), 16))
+			for i := 0; i < q.size; i++ {
+				nr[i] = q.ring[(q.head+i)&(len(q.ring)-1)]
+			}
+			q.ring, q.head = nr, 0
+		}
+		q.ring[(q.head+q.size)&(len(q.ring)-1)] = v
+		q.size++
+		return
+	}
 	q.h = append(q.h, v)
 	i := len(q.h) - 1
 	for i > 0 {
@@ -58,7 +76,14 @@ func (q *heap64) Push(v int64) {
 	q.h[i] = v
 }
 
+// Pop removes and returns the least time; q must not be empty.
 func (q *heap64) Pop() int64 {
+	if q.size > 0 && (len(q.h) == 0 || q.ring[q.head] <= q.h[0]) {
+		v := q.ring[q.head]
+		q.head = (q.head + 1) & (len(q.ring) - 1)
+		q.size--
+		return v
+	}
 	top := q.h[0]
 	n := len(q.h) - 1
 	last := q.h[n]

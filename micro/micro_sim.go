@@ -384,9 +384,26 @@ func newMSim(cfg *WorkloadConfig, gbps float64) *msim {
 		s.hosts[i] = newMHost(i, cfg.Profiles[i], &cfg.Workload)
 	}
 	s.stageTx, s.stageRx = s.stagingEntries()
+	s.q.Lanes(laneCount)
 	s.setupConns()
 	return s
 }
+
+// Event lanes (des.Queue.PushLane): events scheduled in time order, one lane per source. Frames cross the
+// links and the switch after a fixed delay; a host's wire, the switch's egress ports and a host's packet
+// processor each finish one frame at a time.
+const (
+	laneProp   = iota         // now + the propagation delay
+	laneWire                  // + host: a NIC finished serializing a frame
+	laneSwTx   = laneWire + 2 // + port: the switch finished serializing a frame
+	laneRxDone = laneSwTx + 2 // + host: the packet processor finished a frame or built an ACK or READ request
+	laneRxFree = laneRxDone + 2
+	laneDMA    = laneRxFree + 2
+	laneUnit   = laneDMA + 2
+	laneLookup = laneUnit + 2
+	laneWQE    = laneLookup + 2
+	laneCount  = laneWQE + 2
+)
 
 // defaultWarmupNs is 200 us, longer when many QPs must each get a turn before the caches hold their steady
 // state: the initial WQE reads must clear PCIe, and every connection should have sent its largest and an average
@@ -550,7 +567,7 @@ func (s *msim) dispatch(e *des.Event) {
 		h.wireBusy = false
 		p := &s.pkts[e.Arg]
 		s.count(&h.st.TxBytes, &h.st.TxPackets, p.wire)
-		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevSwArrive, Obj: int32(p.dst), Arg: e.Arg})
+		s.q.PushLane(laneProp, des.Event{At: s.now + s.propPs, Kind: mevSwArrive, Obj: int32(p.dst), Arg: e.Arg})
 		s.sent(p)
 		if p.kind == mpData && s.w.QPType != "rc" && p.last() {
 			s.complete(e.Arg)
@@ -725,7 +742,7 @@ func (s *msim) fetchWQEs(h *mhost, ci int32, t int64) {
 	c.fetching = true
 	bytes := n * (h.m.Tx.WQEBaseBytes + s.w.SGE*h.m.Tx.WQESGEBytes)
 	done := s.pcieRead(h, max(t, s.now), bytes, ctxRead)
-	s.q.Push(des.Event{At: done, Kind: mevWQEFetched, Obj: int32(h.id), Arg: ci, Aux: int32(n)})
+	s.q.PushLane(laneWQE+h.id, des.Event{At: done, Kind: mevWQEFetched, Obj: int32(h.id), Arg: ci, Aux: int32(n)})
 }
 
 // complete retires the message of packet pi at its requester and lets the application post again.
@@ -855,7 +872,7 @@ func (s *msim) startJob(h *mhost, j mjob) {
 		t = parsed // the lookups run on beside the unit
 	}
 	ji := s.newJob(j)
-	s.q.Push(des.Event{At: t, Kind: mevUnitDone, Obj: int32(h.id), Arg: ji})
+	s.q.PushLane(laneUnit+h.id, des.Event{At: t, Kind: mevUnitDone, Obj: int32(h.id), Arg: ji})
 }
 
 // unitDone frees the unit and issues the payload DMA read: each SGE's bytes in read requests, bounded by the
@@ -870,7 +887,7 @@ func (s *msim) unitDone(h *mhost, ji int32) {
 	}
 	h.dmaPending++
 	if j.lookedUp > s.now {
-		s.q.Push(des.Event{At: j.lookedUp, Kind: mevLookedUp, Obj: int32(h.id), Arg: ji})
+		s.q.PushLane(laneLookup+h.id, des.Event{At: j.lookedUp, Kind: mevLookedUp, Obj: int32(h.id), Arg: ji})
 	} else {
 		s.issuePayload(h, ji)
 	}
@@ -903,7 +920,7 @@ func (s *msim) issuePayload(h *mhost, ji int32) {
 		j.refetch = int32(s.stagingRefetch(h, size))
 		done = max(done, s.readPayload(h, int(j.refetch), kind))
 	}
-	s.q.Push(des.Event{At: done, Kind: mevDMADone, Obj: int32(h.id), Arg: ji})
+	s.q.PushLane(laneDMA+h.id, des.Event{At: done, Kind: mevDMADone, Obj: int32(h.id), Arg: ji})
 }
 
 // readPayload issues n payload bytes as read requests of at most read-request-bytes from now and returns when
@@ -1037,7 +1054,7 @@ func (s *msim) trySend(h *mhost) {
 		start := max(s.now, h.nextTxAt)
 		h.nextTxAt = start + h.pktGapPs
 		h.wireBusy = true
-		s.q.Push(des.Event{At: start + int64(p.wire)*s.linkPsB, Kind: mevWireDone, Obj: int32(h.id), Arg: pi})
+		s.q.PushLane(laneWire+h.id, des.Event{At: start + int64(p.wire)*s.linkPsB, Kind: mevWireDone, Obj: int32(h.id), Arg: pi})
 	}
 	if !h.paused {
 		s.startUnits(h)
@@ -1330,7 +1347,7 @@ func (s *msim) swArrive(port int, pi int32) {
 	sp.bytes += int(p.wire)
 	if !sp.pausedUp && sp.bytes > s.swXoff {
 		sp.pausedUp = true
-		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevHostPause, Obj: int32(1 - port), Aux: 1})
+		s.q.PushLane(laneProp, des.Event{At: s.now + s.propPs, Kind: mevHostPause, Obj: int32(1 - port), Aux: 1})
 	}
 	if !sp.busy {
 		// The switch pipeline latency is folded into the first frame's departure.
@@ -1347,7 +1364,7 @@ func (s *msim) swStartAt(port int, at int64) {
 	}
 	pi := sp.q.Pop()
 	sp.busy = true
-	s.q.Push(des.Event{At: at + int64(s.pkts[pi].wire)*s.linkPsB, Kind: mevSwTxDone, Obj: int32(port), Arg: pi})
+	s.q.PushLane(laneSwTx+port, des.Event{At: at + int64(s.pkts[pi].wire)*s.linkPsB, Kind: mevSwTxDone, Obj: int32(port), Arg: pi})
 }
 
 func (s *msim) swTxDone(port int, pi int32) {
@@ -1356,9 +1373,9 @@ func (s *msim) swTxDone(port int, pi int32) {
 	sp.bytes -= int(s.pkts[pi].wire)
 	if sp.pausedUp && sp.bytes < s.swXoff/2 {
 		sp.pausedUp = false
-		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevHostPause, Obj: int32(1 - port), Aux: 0})
+		s.q.PushLane(laneProp, des.Event{At: s.now + s.propPs, Kind: mevHostPause, Obj: int32(1 - port), Aux: 0})
 	}
-	s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevHostArrive, Obj: int32(port), Arg: pi})
+	s.q.PushLane(laneProp, des.Event{At: s.now + s.propPs, Kind: mevHostArrive, Obj: int32(port), Arg: pi})
 	s.swStart(port)
 }
 
@@ -1408,7 +1425,7 @@ func (s *msim) arrive(h *mhost, pi int32) {
 	if !h.xoff && h.rxBuf >= h.m.Rx.XoffBytes {
 		h.xoff = true
 		h.xoffAt = s.now
-		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevSwPause, Obj: int32(h.id), Aux: 1})
+		s.q.PushLane(laneProp, des.Event{At: s.now + s.propPs, Kind: mevSwPause, Obj: int32(h.id), Aux: 1})
 	}
 	h.rxQ.Push(pi)
 	s.conns[p.conn].rxQueued++
@@ -1509,7 +1526,7 @@ func (s *msim) startRx(h *mhost) {
 	}
 	h.ppFree = start + cost*psPerNs
 	h.rxBusy = true
-	s.q.Push(des.Event{At: h.ppFree, Kind: mevRxDone, Obj: int32(h.id), Arg: pi})
+	s.q.PushLane(laneRxDone+h.id, des.Event{At: h.ppFree, Kind: mevRxDone, Obj: int32(h.id), Arg: pi})
 }
 
 // rxReadQueued reports whether a received packet's context read waits in the DMA read queue
@@ -1561,7 +1578,7 @@ func (s *msim) release(h *mhost, pi int32) {
 		if s.inWin {
 			h.st.TxPauseNs += (s.now - max(h.xoffAt, s.winFrom)) / psPerNs
 		}
-		s.q.Push(des.Event{At: s.now + s.propPs, Kind: mevSwPause, Obj: int32(h.id), Aux: 0})
+		s.q.PushLane(laneProp, des.Event{At: s.now + s.propPs, Kind: mevSwPause, Obj: int32(h.id), Aux: 0})
 	}
 	s.freePkt(pi)
 	s.tryLoop(h)
@@ -1646,7 +1663,7 @@ func (s *msim) place(h *mhost, pi int32) {
 			s.sendAck(h, p)
 		}
 	}
-	s.q.Push(des.Event{At: end, Kind: mevRxFree, Obj: int32(h.id), Arg: pi})
+	s.q.PushLane(laneRxFree+h.id, des.Event{At: end, Kind: mevRxFree, Obj: int32(h.id), Arg: pi})
 }
 
 // sendAck generates an acknowledgement on the packet processor; the requester completes the message when
@@ -1667,7 +1684,7 @@ func (s *msim) sendAck(h *mhost, p *mpkt) {
 		s.tryLoop(h)
 		return
 	}
-	s.q.Push(des.Event{At: h.ppFree, Kind: mevCtrlReady, Obj: int32(h.id), Arg: ai})
+	s.q.PushLane(laneRxDone+h.id, des.Event{At: h.ppFree, Kind: mevCtrlReady, Obj: int32(h.id), Arg: ai})
 }
 
 // rxFree: the payload is in memory.

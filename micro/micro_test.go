@@ -2,7 +2,9 @@ package micro
 
 import (
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -1036,5 +1038,33 @@ func TestStagingRefetchCountedWhenSent(t *testing.T) {
 	}
 	if refetch == 0 || refetch >= sent {
 		t.Errorf("%d bytes read again for evicted staging, %d sent: want some, fewer than sent", refetch, sent)
+	}
+}
+
+// The read-tag set yields its least time whether the times come in order (its FIFO) or not (its heap).
+func TestHeap64YieldsTheLeast(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var q heap64
+	var ref []int64
+	var base int64
+	for step := 0; step < 20000; step++ {
+		if len(ref) > 0 && r.IntN(2) == 0 {
+			sort.Slice(ref, func(i, j int) bool { return ref[i] < ref[j] })
+			if got := q.Pop(); got != ref[0] {
+				t.Fatalf("step %d: popped %d, want %d", step, got, ref[0])
+			}
+			ref = ref[1:]
+			continue
+		}
+		base += int64(r.IntN(5))
+		v := base
+		if r.IntN(8) == 0 {
+			v -= int64(r.IntN(50)) // out of order
+		}
+		q.Push(v)
+		ref = append(ref, v)
+		if q.Len() != len(ref) {
+			t.Fatalf("step %d: len %d, want %d", step, q.Len(), len(ref))
+		}
 	}
 }

@@ -70,3 +70,47 @@ func TestRingBack(t *testing.T) {
 		t.Fatalf("front %d len %d, want 7 and 14", r.Front(), r.Len())
 	}
 }
+
+// Events pushed into lanes come out in the same total order as through the heap alone, whether a lane's
+// pushes are in time order or not (an out-of-order push falls back to the heap).
+func TestLanesKeepTheOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var plain, laned Queue
+	laned.Lanes(3)
+	var now int64
+	lastAt := [3]int64{}
+	for step := 0; step < 20000; step++ {
+		if plain.Len() > 0 && r.IntN(3) == 0 {
+			a, b := plain.Pop(), laned.Pop()
+			if a.At != b.At || a.Aux != b.Aux || a.Kind != b.Kind {
+				t.Fatalf("step %d: heap alone gave (%d, %d), with lanes (%d, %d)", step, a.At, a.Aux, b.At, b.Aux)
+			}
+			now = a.At
+			continue
+		}
+		l := r.IntN(4) // 3: the heap
+		at := now + int64(r.IntN(20))
+		if l < 3 && r.IntN(10) > 0 {
+			at = max(at, lastAt[l]) // mostly in order, sometimes not
+		}
+		e := Event{At: at, Aux: int32(step), Kind: uint8(l)}
+		plain.Push(e)
+		if l == 3 {
+			laned.Push(e)
+		} else {
+			laned.PushLane(l, e)
+			lastAt[l] = max(lastAt[l], at)
+		}
+		if plain.Len() != laned.Len() {
+			t.Fatalf("step %d: len %d with lanes, %d without", step, laned.Len(), plain.Len())
+		}
+	}
+	for plain.Len() > 0 {
+		if a, b := plain.Pop(), laned.Pop(); a.At != b.At || a.Aux != b.Aux {
+			t.Fatalf("drain: heap alone gave (%d, %d), with lanes (%d, %d)", a.At, a.Aux, b.At, b.Aux)
+		}
+	}
+	if laned.Len() != 0 {
+		t.Fatalf("%d events left in the lanes", laned.Len())
+	}
+}
