@@ -632,6 +632,9 @@ type MicroPCIe struct {
 	// payload reads of long messages (more than ordered-short-bytes); the reads of short messages do not hold it
 	// (false: behind any payload read waiting for a tag).
 	OrderedLongReads bool `yaml:"ordered-long-reads"`
+	// OrderedLongBytes > 0: with ordered-long-reads, the long messages whose queued payload reads hold a short
+	// request's write back are those of at least this many bytes (0: of more than ordered-short-bytes).
+	OrderedLongBytes int `yaml:"ordered-long-bytes"`
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
@@ -915,6 +918,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"pcie.rx-read-queue-bytes", int64(m.PCIe.RxReadQueueBytes)},
 		{"pcie.write-tlp-bytes", int64(m.PCIe.WriteTLPBytes)},
 		{"pcie.ordered-short-bytes", int64(m.PCIe.OrderedShortBytes)},
+		{"pcie.ordered-long-bytes", int64(m.PCIe.OrderedLongBytes)},
 		{"pcie.rx-read-queue-batch", int64(m.PCIe.RxReadQueueBatch)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},
@@ -973,6 +977,9 @@ func (m *MicroArch) validate() *ProfileError {
 	case m.Rx.RCWQECacheBytes > 0 && m.Rx.WQEBytes <= 0:
 		return verr("micro.rx.rc-wqe-cache-bytes", "%d needs rx.wqe-bytes > 0 (the bytes of a receive WQE's SGE), got %d",
 			m.Rx.RCWQECacheBytes, m.Rx.WQEBytes)
+	case m.PCIe.OrderedLongBytes > 0 && m.PCIe.OrderedLongBytes <= m.PCIe.OrderedShortBytes:
+		return verr("micro.pcie.ordered-long-bytes", "%d: want more than pcie.ordered-short-bytes (%d): a message is short or long, not both",
+			m.PCIe.OrderedLongBytes, m.PCIe.OrderedShortBytes)
 	case m.Rx.PausePrio < 0 || m.Rx.PausePrio > 7:
 		return verr("micro.rx.pause-priority", "%d: want 0..7", m.Rx.PausePrio)
 	case m.Rx.XonBytes > m.Rx.XoffBytes || m.Rx.XoffBytes > m.Rx.BufferBytes:
