@@ -16,7 +16,7 @@ var collieMTUs = []int{1024, 2048, 4096}
 // TestTriggerOneFactorVariants holds each published trigger's one-factor variants to what Collie's minimal
 // feature set algorithm measured, as its reference implementation probes (one factor at a time from the
 // anomalous point) and table 2 records the result. A dimension the table names (a transport, an opcode, an
-// MTU) was recorded because some other value tried removed the anomaly, so at least one alternative must be
+// MTU, an SG list: Collie collapses it to one entry) was recorded because some other value tried removed the anomaly, so at least one alternative must be
 // clean; a dimension the table leaves open ("-") kept the anomaly at every value tried, so every alternative
 // must stay anomalous. Direction and memory: traffic that needs both directions (or loopback) is clean one way
 // alone, and an anomaly of remote or GPU memory is clean on the NIC's local node. QP types and opcodes are
@@ -33,7 +33,9 @@ func TestTriggerOneFactorVariants(t *testing.T) {
 	}
 	known := map[string]string{
 		"#4 direction": "one direction of #4's READs pauses too: 128 B responses arrive faster than the requester's per-response cost (rx.read-resp-first-ns, read-resp-sge-ns) lets it take them, either way",
+		"#4 sge":       "#4's READs with one SGE pause too: the 128 B responses overrun the requester's per-response cost (rx.read-resp-first-ns) without the scatter-list walk",
 		"#9 mtu":       "at MTU 1K #9's mix runs clean on collie-f",
+		"#9 sge":       "#9's mix pauses on collie-f with one SGE too: a message's SG list is read in equal pieces, so its length does not change which reads are long (Collie's trigger mixes 128 B, 64 KB and 1 KB within one request's SG list, which the workload space cannot express)",
 		"#10 mtu":      "at MTU 2K and 4K #10's receivers keep up: fewer packets, fewer queued context reads",
 		"#14 opcode":   "p2100g stages only the requester's WRITE/SEND packets (tx.staging-bytes), not READ responses",
 	}
@@ -78,6 +80,7 @@ func TestTriggerOneFactorVariants(t *testing.T) {
 			{name: "qp_type", restricted: len(a.When.QPType) > 0},
 			{name: "opcode", restricted: len(a.When.Opcode) > 0},
 			{name: "mtu", restricted: len(a.When.MTU) > 0},
+			{name: "sge", restricted: a.When.SGE != nil},
 			{name: "direction", restricted: true, oneWay: true},
 			{name: "memory", restricted: true, oneWay: true},
 		}
@@ -96,11 +99,15 @@ func TestTriggerOneFactorVariants(t *testing.T) {
 				dims[2].alts = append(dims[2].alts, variant{fmt.Sprint(m), with(func(w *scenario.Workload) { w.MTU = m })})
 			}
 		}
+		if tr.w.SGE > 1 {
+			// Collie's MFS collapses the SG list to one entry per WQE.
+			dims[3].alts = []variant{{"1", with(func(w *scenario.Workload) { w.SGE = 1 })}}
+		}
 		if len(a.When.Direction) > 0 && !slices.Contains(a.When.Direction, DirUni) {
-			dims[3].alts = []variant{{DirUni, with(func(w *scenario.Workload) { w.Direction = DirUni })}}
+			dims[4].alts = []variant{{DirUni, with(func(w *scenario.Workload) { w.Direction = DirUni })}}
 		}
 		if len(a.When.Memory) > 0 && !slices.Contains(a.When.Memory, MemLocal) {
-			dims[4].alts = []variant{{MemLocal, with(func(w *scenario.Workload) { w.Memory = MemLocal })}}
+			dims[5].alts = []variant{{MemLocal, with(func(w *scenario.Workload) { w.Memory = MemLocal })}}
 		}
 		for _, d := range dims {
 			if len(d.alts) == 0 {
