@@ -75,7 +75,7 @@ func TestOrderedShortBytes(t *testing.T) {
 	if s := summarize(runMicro(t, "collie-f", w, nil)); !s.isPause() {
 		t.Errorf("collie-f: pause %.4f, %.1f Gb/s: want pause", s.pause, s.gbps)
 	}
-	onePacket := func(p *rnic.Profile) { p.Micro.PCIe.OrderedShortBytes = 0 }
+	onePacket := func(p *rnic.Profile) { p.Micro.PCIe.OrderedShortBytes, p.Micro.PCIe.OrderedMinSGE = 0, 0 }
 	if s := summarize(runMicro(t, "collie-f", w, onePacket)); s.isPause() || s.isLow() {
 		t.Errorf("collie-f with one-packet short requests: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
 	}
@@ -120,6 +120,24 @@ func TestOrderedLongBytes(t *testing.T) {
 	}
 }
 
+// TestOrderedMinSGE: on collie-f short writes wait behind long reads only where the WQEs gather at least
+// pcie.ordered-min-sge (3) SGEs, table 2's condition for collie A.1 #9. Bidirectional UC WRITE of a 102 KB
+// message among small ones with one SGE runs clean; without the gate it paused (0.18); with 3 SGEs it pauses.
+func TestOrderedMinSGE(t *testing.T) {
+	w := wl("uc", "write", 30, 2048, 1, 1, 378, 5, 40*kb, []int{32, 104480, 416, 1120, 32}, DirBi, MemLocal)
+	ungated := func(p *rnic.Profile) { p.Micro.PCIe.OrderedMinSGE = 0 }
+	if s := summarize(runMicro(t, "collie-f", w, nil)); s.isPause() || s.isLow() {
+		t.Errorf("collie-f, one SGE: pause %.4f, %.1f Gb/s: want no anomaly", s.pause, s.gbps)
+	}
+	if s := summarize(runMicro(t, "collie-f", w, ungated)); !s.isPause() {
+		t.Errorf("collie-f, one SGE, without the gate: pause %.4f, want > 0.001", s.pause)
+	}
+	w.SGE = 3
+	if s := summarize(runMicro(t, "collie-f", w, nil)); !s.isPause() {
+		t.Errorf("collie-f, three SGEs: pause %.4f, want > 0.001", s.pause)
+	}
+}
+
 // TestOrderedLongReads: on collie-f a short write waits only behind the queued payload reads of long messages
 // (pcie.ordered-long-reads), which collie A.1 #9's mix of <= 1 KB and >= 64 KB requests brings. Bidirectional
 // UD SEND of 128-byte messages over 298 QPs, whose payload reads keep the read tags taken, stays clean; with
@@ -128,7 +146,7 @@ func TestOrderedLongBytes(t *testing.T) {
 func TestOrderedLongReads(t *testing.T) {
 	w := wl("ud", "send", 298, 512, 16, 2, 748, 501, 12*kb, []int{128}, DirBi, MemLocal)
 	on := summarize(runMicro(t, "collie-f", w, nil))
-	off := summarize(runMicro(t, "collie-f", w, func(p *rnic.Profile) { p.Micro.PCIe.OrderedLongReads = false }))
+	off := summarize(runMicro(t, "collie-f", w, func(p *rnic.Profile) { p.Micro.PCIe.OrderedLongReads, p.Micro.PCIe.OrderedMinSGE = false, 0 }))
 	t.Logf("bidirectional UD of 128 B: pause %.4f %.1f Mpps; behind every read: pause %.4f", on.pause, on.mpps, off.pause)
 	if on.isPause() || on.isLow() {
 		t.Errorf("collie-f, bidirectional UD of 128 B: pause %.4f, %.1f Mpps of %.1f: want no anomaly", on.pause, on.mpps, on.limP)

@@ -1160,7 +1160,7 @@ func (s *msim) pcieWrite(h *mhost, t int64, n int, p *mpkt) int64 {
 		if m.OrderedShortBytes > 0 {
 			short = s.msgSize(p.msg) <= m.OrderedShortBytes
 		}
-		if short {
+		if short && s.w.SGE >= m.OrderedMinSGE {
 			t = max(t, h.lastReadIssue)
 		}
 	default:

@@ -635,6 +635,9 @@ type MicroPCIe struct {
 	// OrderedLongBytes > 0: with ordered-long-reads, the long messages whose queued payload reads hold a short
 	// request's write back are those of at least this many bytes (0: of more than ordered-short-bytes).
 	OrderedLongBytes int `yaml:"ordered-long-bytes"`
+	// OrderedMinSGE > 0: with ordered-short-requests, a short request's write waits only in a workload whose
+	// WQEs gather at least this many SGEs (0: any).
+	OrderedMinSGE int `yaml:"ordered-min-sge"`
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
@@ -919,6 +922,7 @@ func (m *MicroArch) validate() *ProfileError {
 		{"pcie.write-tlp-bytes", int64(m.PCIe.WriteTLPBytes)},
 		{"pcie.ordered-short-bytes", int64(m.PCIe.OrderedShortBytes)},
 		{"pcie.ordered-long-bytes", int64(m.PCIe.OrderedLongBytes)},
+		{"pcie.ordered-min-sge", int64(m.PCIe.OrderedMinSGE)},
 		{"pcie.rx-read-queue-batch", int64(m.PCIe.RxReadQueueBatch)},
 		{"tx.doorbell-ns", m.Tx.DoorbellNs}, {"tx.wqe-base-bytes", int64(m.Tx.WQEBaseBytes)},
 		{"tx.wqe-sge-bytes", int64(m.Tx.WQESGEBytes)}, {"tx.loopback-xoff-bytes", int64(m.Tx.LoopbackXoffBytes)},

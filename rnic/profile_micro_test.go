@@ -66,6 +66,7 @@ func TestMicroSection(t *testing.T) {
 		{"    read-resp-span-bytes: 8192", "    read-resp-span-bytes: -1", "micro.rx.read-resp-span-bytes: -1: want >= 0", line("read-resp-span-bytes")},
 		{"    write-tlp-bytes: 24", "    write-tlp-bytes: -1", "micro.pcie.write-tlp-bytes: -1: want >= 0", line("write-tlp-bytes")},
 		{"    ordered-short-bytes: 1024", "    ordered-short-bytes: -1", "micro.pcie.ordered-short-bytes: -1: want >= 0", line("ordered-short-bytes")},
+		{"    ordered-min-sge: 3", "    ordered-min-sge: -3", "micro.pcie.ordered-min-sge: -3: want >= 0", line("ordered-min-sge")},
 		{"    ordered-long-bytes: 65536", "    ordered-long-bytes: -1", "micro.pcie.ordered-long-bytes: -1: want >= 0", line("ordered-long-bytes")},
 		{"    ordered-long-bytes: 65536", "    ordered-long-bytes: 1024", "micro.pcie.ordered-long-bytes: 1024: want more than pcie.ordered-short-bytes (1024)", line("ordered-long-bytes")},
 		{"    rx-read-queue-batch: 17", "    rx-read-queue-batch: -1", "micro.pcie.rx-read-queue-batch: -1: want >= 0", line("rx-read-queue-batch")},
