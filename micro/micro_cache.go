@@ -43,24 +43,15 @@ func (c *setAssoc) lookup(key uint64) bool {
 // of the times pushed in order, which most are (the read channel books them one after another), and a binary
 // min-heap of the others.
 type heap64 struct {
-	h          []int64
-	ring       []int64 // power-of-two size
-	head, size int
+	h    []int64
+	ring des.Ring[int64]
 }
 
-func (q *heap64) Len() int { return len(q.h) + q.size }
+func (q *heap64) Len() int { return len(q.h) + q.ring.Len() }
 
 func (q *heap64) Push(v int64) {
-	if q.size == 0 || v >= q.ring[(q.head+q.size-1)&(len(q.ring)-1)] {
-		if q.size == len(q.ring) {
-			nr := make([]int64, max(2*len(q.ring), 16))
-			for i := 0; i < q.size; i++ {
-				nr[i] = q.ring[(q.head+i)&(len(q.ring)-1)]
-			}
-			q.ring, q.head = nr, 0
-		}
-		q.ring[(q.head+q.size)&(len(q.ring)-1)] = v
-		q.size++
+	if q.ring.Len() == 0 || v >= q.ring.Back() {
+		q.ring.Push(v)
 		return
 	}
 	q.h = append(q.h, v)
@@ -78,11 +69,8 @@ func (q *heap64) Push(v int64) {
 
 // Pop removes and returns the least time; q must not be empty.
 func (q *heap64) Pop() int64 {
-	if q.size > 0 && (len(q.h) == 0 || q.ring[q.head] <= q.h[0]) {
-		v := q.ring[q.head]
-		q.head = (q.head + 1) & (len(q.ring) - 1)
-		q.size--
-		return v
+	if q.ring.Len() > 0 && (len(q.h) == 0 || q.ring.Front() <= q.h[0]) {
+		return q.ring.Pop()
 	}
 	top := q.h[0]
 	n := len(q.h) - 1

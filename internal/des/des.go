@@ -45,15 +45,9 @@ func (e *Event) Before(o *Event) bool {
 type Queue struct {
 	h     []Event
 	seq   uint64
-	lanes []lane
-	n     int    // events in the lanes
-	busy  uint64 // bit i: lane i holds events
-}
-
-// lane is a FIFO of events in (at, seq) order, a ring of a power-of-two size.
-type lane struct {
-	buf        []Event
-	head, size int
+	lanes []Ring[Event] // each in (at, seq) order
+	n     int           // events in the lanes
+	busy  uint64        // bit i: lane i holds events
 }
 
 // Lanes gives the queue n FIFO lanes (at most 64), numbered 0 to n-1 for PushLane; it must be called while
@@ -62,7 +56,7 @@ func (q *Queue) Lanes(n int) {
 	if q.Len() > 0 || n > 64 {
 		panic("des: Lanes on a queue holding events, or more than 64")
 	}
-	q.lanes = make([]lane, n)
+	q.lanes = make([]Ring[Event], n)
 }
 
 // Push schedules e, stamping its insertion sequence.
@@ -78,19 +72,11 @@ func (q *Queue) PushLane(l int, e Event) {
 	e.Seq = q.seq
 	q.seq++
 	ln := &q.lanes[l]
-	if ln.size > 0 && e.At < ln.buf[(ln.head+ln.size-1)&(len(ln.buf)-1)].At {
+	if ln.size > 0 && e.At < ln.Back().At {
 		q.push(e)
 		return
 	}
-	if ln.size == len(ln.buf) {
-		nb := make([]Event, max(2*len(ln.buf), 16))
-		for i := 0; i < ln.size; i++ {
-			nb[i] = ln.buf[(ln.head+i)&(len(ln.buf)-1)]
-		}
-		ln.buf, ln.head = nb, 0
-	}
-	ln.buf[(ln.head+ln.size)&(len(ln.buf)-1)] = e
-	ln.size++
+	ln.Push(e)
 	q.n++
 	q.busy |= 1 << l
 }
@@ -128,9 +114,7 @@ func (q *Queue) Pop() Event {
 		}
 		if best >= 0 {
 			ln := &q.lanes[best]
-			e := *b
-			ln.head = (ln.head + 1) & (len(ln.buf) - 1)
-			ln.size--
+			e := ln.Pop()
 			if ln.size == 0 {
 				q.busy &^= 1 << best
 			}
@@ -171,7 +155,7 @@ func (q *Queue) Pop() Event {
 // Len is the number of scheduled events.
 func (q *Queue) Len() int { return len(q.h) + q.n }
 
-// Ring is a growable FIFO.
+// Ring is a growable FIFO, a ring of a power-of-two size.
 type Ring[T any] struct {
 	buf        []T
 	head, size int
@@ -180,20 +164,20 @@ type Ring[T any] struct {
 // Push appends v.
 func (r *Ring[T]) Push(v T) {
 	if r.size == len(r.buf) {
-		n := make([]T, 2*len(r.buf)+8)
+		n := make([]T, max(2*len(r.buf), 8))
 		for i := 0; i < r.size; i++ {
-			n[i] = r.buf[(r.head+i)%len(r.buf)]
+			n[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
 		}
 		r.buf, r.head = n, 0
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.buf[(r.head+r.size)&(len(r.buf)-1)] = v
 	r.size++
 }
 
 // Pop removes and returns the oldest element; the ring must not be empty.
 func (r *Ring[T]) Pop() T {
 	v := r.buf[r.head]
-	r.head = (r.head + 1) % len(r.buf)
+	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.size--
 	return v
 }
@@ -202,7 +186,7 @@ func (r *Ring[T]) Pop() T {
 func (r *Ring[T]) Front() T { return r.buf[r.head] }
 
 // Back returns the newest element without removing it; the ring must not be empty.
-func (r *Ring[T]) Back() T { return r.buf[(r.head+r.size-1)%len(r.buf)] }
+func (r *Ring[T]) Back() T { return r.buf[(r.head+r.size-1)&(len(r.buf)-1)] }
 
 // Len is the number of elements.
 func (r *Ring[T]) Len() int { return r.size }
