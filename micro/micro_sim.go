@@ -389,19 +389,20 @@ func newMSim(cfg *WorkloadConfig, gbps float64) *msim {
 	return s
 }
 
-// Event lanes (des.Queue.PushLane): events scheduled in time order, one lane per source. Frames cross the
-// links and the switch after a fixed delay; a host's wire, the switch's egress ports and a host's packet
-// processor each finish one frame at a time.
+// Event lanes (des.Queue.PushLane): one per source of events that come in time order, or mostly do (an event
+// pushed before its lane's last goes to the heap instead). Frames cross the links and the switch after a fixed
+// delay; a host's wire, the switch's egress ports and a host's packet processor each finish one frame at a time;
+// a host's receive DMA writes, payload reads, transmit units, lookups and WQE reads finish mostly in order.
 const (
-	laneProp   = iota         // now + the propagation delay
-	laneWire                  // + host: a NIC finished serializing a frame
-	laneSwTx   = laneWire + 2 // + port: the switch finished serializing a frame
-	laneRxDone = laneSwTx + 2 // + host: the packet processor finished a frame or built an ACK or READ request
-	laneRxFree = laneRxDone + 2
-	laneDMA    = laneRxFree + 2
-	laneUnit   = laneDMA + 2
-	laneLookup = laneUnit + 2
-	laneWQE    = laneLookup + 2
+	laneProp   = iota           // now + the propagation delay
+	laneWire                    // + host: a NIC finished serializing a frame
+	laneSwTx   = laneWire + 2   // + port: the switch finished serializing a frame
+	laneRxDone = laneSwTx + 2   // + host: the packet processor finished a frame or built an ACK or READ request
+	laneRxFree = laneRxDone + 2 // + host: a received frame's payload left the RX buffer
+	laneDMA    = laneRxFree + 2 // + host: a job's payload is on the NIC
+	laneUnit   = laneDMA + 2    // + host: a transmit unit finished a job
+	laneLookup = laneUnit + 2   // + host: a job's lookups are back
+	laneWQE    = laneLookup + 2 // + host: a doorbell's WQEs arrived
 	laneCount  = laneWQE + 2
 )
 
