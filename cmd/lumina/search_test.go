@@ -11,7 +11,8 @@ import (
 	"github.com/lumina-go/lumina/version"
 )
 
-// restrictNine narrows the space to Collie's #9 trigger (seeds/003 A.1) but for the three request sizes.
+// restrictNine narrows the space to Collie's #9 trigger (seeds/003 A.1) but for the three request sizes, drawn
+// from 128 B to 128 KB so that a mix of <= 1 KB and >= 64 KB ones (table 2's pattern for #9) comes up often.
 const restrictNine = `qp_type: [rc]
 opcode: [write]
 direction: [bi]
@@ -24,7 +25,7 @@ wq_depth: [128, 128]
 num_mrs: [1, 1]
 mr_size: [4194304, 4194304]
 msg_count: [3, 3]
-msg_sizes: [128, 65536]
+msg_sizes: [128, 131072]
 `
 
 // TestSearchProfileFile: --profile takes a profile file; cx6vpi-200g with relaxed ordering off (Collie's #9,
