@@ -26,15 +26,16 @@ const (
 // TestTriggerOneFactorVariants holds each published trigger's one-factor variants to what Collie's minimal
 // feature set algorithm measured, as its reference implementation probes (one factor at a time from the
 // anomalous point) and table 2 records the result. A dimension the table names (a transport, an opcode, an
-// MTU, an SG list: Collie collapses it to one entry) was recorded because some other value tried removed the anomaly, so at least one alternative must be
-// clean; a dimension the table leaves open ("-") kept the anomaly at every value tried, so every alternative
-// must stay anomalous. Direction and memory: traffic that needs both directions (or loopback) is clean one way
+// MTU, an SG list, which Collie collapses to one entry) was recorded because some other value tried removed
+// the anomaly, so at least one alternative must be clean; a dimension the table leaves open ("-") kept the
+// anomaly at every value tried, so every alternative must stay anomalous. Direction and memory: traffic that needs both directions (or loopback) is clean one way
 // alone, and an anomaly of remote or GPU memory is clean on the NIC's local node. QP types and opcodes are
 // tried where the verbs and the NIC allow them (UD only SENDs, and its messages are cut to the MTU, as
 // Collie's are; p2100g has no UC), MTUs among Collie's three. The endhost dimensions (WQE batch, WQ depth,
-// request sizes) are tried at the bounds of Collie's space, as its MFS tries them, and each must be anomalous
-// exactly where the anomaly's published range holds. An alternative inside another published
-// anomaly's conditions (#17's workload as UD is #15's) is anomalous either way and does not count.
+// request sizes) are tried at the bounds of Collie's space, as its MFS tries them (a depth at least the batch,
+// as Collie forces it), and each must be anomalous exactly where the anomaly's published range holds. An
+// alternative inside another published anomaly's conditions (#17's workload as UD is #15's) is anomalous
+// either way and does not count.
 //
 // Where the model still differs, the case is listed with the reason, and the test fails once it holds, so
 // the list only shrinks.
