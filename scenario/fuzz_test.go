@@ -21,6 +21,7 @@ func FuzzParse(f *testing.F) {
 		"traffic: {rdma-verb: send_read, num-qps: \"1,2\"}\nevents:\n  - {qpn: 2, psn: 1, packet: read-req, type: drop}\n",
 		"x: &a {b: *a}\ntraffic: *a\n",
 		"traffic: *\"a\\n0\"\n", // an alias whose quoted name holds a newline
+		"\"a\\n0\": 1\n",        // a key whose quoted name holds a newline
 		"expect:\n  - {path: 'a[k=v,j=1][0].b[*]', count: 1}\n",
 		"traffic: [1,\n",
 		"events:\n  - {qpn: 1-8, psn: all, type: delay, delay-us: 1}\n",

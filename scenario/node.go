@@ -246,9 +246,9 @@ func (d *decoder) fields(v val) ([]field, bool) {
 			d.errAt(kl, kc, v.path, "%s is not a plain key; expected a scalar key (merge keys are not supported)", show(mv.Key))
 			continue
 		}
-		p := key
+		p := printable(key) // the path shows in error lines: a key holding a newline must not break one
 		if v.path != "" {
-			p = v.path + "." + key
+			p = v.path + "." + p
 		}
 		out = append(out, field{key: key, kline: kl, kcol: kc, v: d.mkval(mv.Value, p, kl, kc)})
 	}
