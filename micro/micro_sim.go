@@ -909,7 +909,7 @@ func (s *msim) issuePayload(h *mhost, ji int32) {
 		}
 		size := s.msgSize(j.msg)
 		kind := payloadRead
-		if lb := h.m.PCIe.OrderedLongBytes; (lb > 0 && size >= lb) || (lb == 0 && size > h.m.PCIe.OrderedShortBytes) {
+		if size >= h.m.PCIe.LongReadBytes() {
 			kind = longPayloadRead // pcie.ordered-long-reads
 		}
 		piece := (size + sge - 1) / sge

@@ -629,7 +629,7 @@ type MicroPCIe struct {
 	// in one packet (0: a short request is a message received whole in one packet).
 	OrderedShortBytes int `yaml:"ordered-short-bytes"`
 	// OrderedLongReads: with ordered-short-requests, a short request's write waits only behind the queued
-	// payload reads of long messages (more than ordered-short-bytes); the reads of short messages do not hold it
+	// payload reads of long messages (LongReadBytes and more); the reads of short messages do not hold it
 	// (false: behind any payload read waiting for a tag).
 	OrderedLongReads bool `yaml:"ordered-long-reads"`
 	// OrderedLongBytes > 0: with ordered-long-reads, the long messages whose queued payload reads hold a short
@@ -638,6 +638,15 @@ type MicroPCIe struct {
 	// OrderedMinSGE > 0: with ordered-short-requests, a short request's write waits only in a workload whose
 	// WQEs gather at least this many SGEs (0: any).
 	OrderedMinSGE int `yaml:"ordered-min-sge"`
+}
+
+// LongReadBytes is the size from which a message is long for ordered-long-reads: ordered-long-bytes, or else
+// more than ordered-short-bytes.
+func (p *MicroPCIe) LongReadBytes() int {
+	if p.OrderedLongBytes > 0 {
+		return p.OrderedLongBytes
+	}
+	return p.OrderedShortBytes + 1
 }
 
 // MicroTx is the transmit path: doorbell, WQE fetch, processing units, transmit buffer.
