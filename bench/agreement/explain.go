@@ -78,10 +78,11 @@ func explain(file string, pts []search.AgreementPoint) error {
 		}
 	}
 	anomalous := func(q *rnic.Profile) ([]bool, error) {
-		ev, err := search.NewSimEvaluatorProfile(q)
+		sim, err := search.NewSimEvaluatorProfile(q)
 		if err != nil {
 			return nil, err
 		}
+		ev := withWindow(sim)
 		out := make([]bool, len(extra))
 		for i, w := range extra {
 			m, err := ev.Evaluate(context.Background(), w, 1)

@@ -33,7 +33,13 @@ func main() {
 	expl := flag.Bool("explain", false, "attribute the points anomalous with nothing predicted to the model's mechanisms (counterfactual runs; slow)")
 	only := flag.String("only", "", "keep only these comma-separated mechanisms of the -explain list, taking the others out")
 	off := flag.String("off", "", "take these comma-separated mechanisms of the -explain list out")
+	flag.Int64Var(&win.warmupNs, "warmup-ns", 0, "run every workload this long before its window (0: the model's automatic warm-up)")
+	flag.Int64Var(&win.measureNs, "measure-ns", 0, "measure every workload over a window this long (0: the model's 500 us)")
 	flag.Parse()
+	if win.warmupNs < 0 || win.measureNs < 0 {
+		fmt.Fprintln(os.Stderr, "agreement: -warmup-ns and -measure-ns must be at least 0 (0: the model's defaults)")
+		os.Exit(2)
+	}
 	keep, err := keepFunc(*only, *off)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agreement:", err)
@@ -43,6 +49,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "agreement:", err)
 		os.Exit(2)
 	}
+}
+
+// win is the warm-up and window every workload runs with (-warmup-ns, -measure-ns; 0: the model's defaults), so
+// that how much the verdicts depend on them can be measured.
+var win struct{ warmupNs, measureNs int64 }
+
+// withWindow applies win to a simulated profile's evaluator (the synthetic subsystem has no window).
+func withWindow(ev search.Evaluator) search.Evaluator {
+	if se, ok := ev.(*search.SimEvaluator); ok {
+		se.WarmupNs, se.MeasureNs = win.warmupNs, win.measureNs
+	}
+	return ev
 }
 
 // keepFunc turns -only and -off into which mechanisms stay (nil: the profile as it is).
@@ -103,6 +121,7 @@ func run(profiles []string, n int, seed uint64, verbose, expl bool, keep func(in
 				return err
 			}
 		}
+		ev = withWindow(ev)
 		sp, err := search.ProfileSpace(file, search.DefaultSpace())
 		if err != nil {
 			return err
@@ -114,6 +133,9 @@ func run(profiles []string, n int, seed uint64, verbose, expl bool, keep func(in
 			return err
 		}
 		el := time.Since(start)
+		if win.warmupNs > 0 || win.measureNs > 0 {
+			fmt.Printf("(warm-up %s, window %s) ", nsOrAuto(win.warmupNs, "automatic"), nsOrAuto(win.measureNs, "500 us"))
+		}
 		fmt.Printf("%s: %d points (seed %d): agreement %.1f%%, anomalous %.1f%%, predicted %.1f%% "+
 			"(both %d, anomalous only %d, predicted only %d, neither %d); %.0f evaluations/s\n",
 			name, n, seed, 100*r.Agreement(), 100*r.AnomalousShare(), 100*r.PredictedShare(),
@@ -162,4 +184,12 @@ func orNormal(s search.Symptom) string {
 		return "normal"
 	}
 	return string(s)
+}
+
+// nsOrAuto prints a duration in nanoseconds as microseconds, or what 0 stands for.
+func nsOrAuto(ns int64, auto string) string {
+	if ns == 0 {
+		return auto
+	}
+	return fmt.Sprintf("%g us", float64(ns)/1e3)
 }
