@@ -381,6 +381,11 @@ func TestBrowserOtherPages(t *testing.T) {
 		pts = append(pts, len(e.Points))
 	}
 	wantPlot(t, st, "energy", append(pts, len(srch.Search.Best)))
+	// The anomaly table names the published anomaly (#9) whose conditions hold at the first anomaly's point.
+	if got := eval[string](t, b, `[...document.querySelectorAll('th')].map(e => e.textContent).slice(0, 3).join('|') + '/' +
+		[...document.querySelectorAll('tr')][1].children[2].textContent`); got != "id|symptom|published (Collie)/#9" {
+		t.Errorf("search page: anomaly table %q, want the published column with #9", got)
+	}
 
 	// A campaign: the verdicts (2 pass, 2 fail: two bars), retransmissions and timeouts per item, the items'
 	// rows (failed ones highlighted) and a link to the one item report there is.

@@ -273,6 +273,9 @@ type AnomalyRow struct {
 	// MFSCut: the budget ran out during the feature set's probes (it may not be minimal).
 	MFSCut   bool            `json:"mfs_cut,omitempty"`
 	Counters json.RawMessage `json:"counters,omitempty"`
+	// Published: the published anomalies (Collie's numbers) whose conditions hold at the point the search hit;
+	// [] none, absent when nothing is published for the profile.
+	Published *[]int `json:"published,omitempty"`
 }
 
 // EvalSeries is the evaluations of one kind (warmup, search, mfs, ...).

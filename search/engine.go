@@ -194,6 +194,10 @@ type Anomaly struct {
 	// the ordinary workload one dimension at a time while the anomaly stayed. MFS is then this point's feature
 	// set, confirmed like any other.
 	Reduced *Workload `json:"reduced,omitempty"`
+	// Published lists the published anomalies of the profile's subsystem (Collie's numbers, table 2) whose
+	// conditions hold at Workload, the point the search hit: [] when none does (a finding the study does not
+	// list), absent when nothing is published for the profile (DirOptions.Published).
+	Published *[]int `json:"published,omitempty"`
 	// Elapsed is the wall time from the start of the search to this finding (benchmarks; not written).
 	Elapsed time.Duration `json:"-"`
 }

@@ -31,6 +31,10 @@ type DirOptions struct {
 	Dir     string
 	Profile string // NIC profile named in the reproducing scenarios
 	Resume  bool   // continue DIR/search.jsonl instead of starting a new search
+	// Published, when the profile is one of a published study's subsystems, lists the published anomalies
+	// whose conditions hold at a workload (cmd/lumina gives Collie's catalog, search/collie); each anomaly's
+	// Published is set from the point the search hit. Nil: nothing is published for the profile.
+	Published func(Workload) []int
 }
 
 // savedConfig is what search-config.json holds.
@@ -127,6 +131,15 @@ func RunDir(ctx context.Context, ev Evaluator, cfg Config, opt DirOptions) (*Res
 	}
 	if res == nil {
 		return nil, serr
+	}
+	if opt.Published != nil {
+		for _, a := range res.Anomalies {
+			ids := opt.Published(a.Workload)
+			if ids == nil {
+				ids = []int{} // written as [], "none of them", apart from absent ("nothing published")
+			}
+			a.Published = &ids
+		}
 	}
 	if err := writeAnomalies(opt, cfg, res); err != nil && serr == nil {
 		serr = err

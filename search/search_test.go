@@ -754,3 +754,58 @@ func TestPerformanceSignals(t *testing.T) {
 		t.Error("no objectives")
 	}
 }
+
+// TestDirPublished: with DirOptions.Published every anomaly of anomalies.json carries the published ids the
+// callback gives for the point the search hit ([] where it gives none); without it the field is absent.
+func TestDirPublished(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Budget, cfg.Seed = 600, 5
+	with, without := t.TempDir(), t.TempDir()
+	pub := func(w Workload) []int {
+		if w.Direction == "bi" {
+			return []int{7}
+		}
+		return nil
+	}
+	res, err := RunDir(context.Background(), SyntheticF(), cfg, DirOptions{Dir: with, Profile: "synthetic", Published: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RunDir(context.Background(), SyntheticF(), cfg, DirOptions{Dir: without, Profile: "synthetic"}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Anomalies []struct {
+			Workload  Workload `json:"workload"`
+			Published *[]int   `json:"published"`
+		} `json:"anomalies"`
+	}
+	b, err := os.ReadFile(filepath.Join(with, AnomaliesFile))
+	if err != nil || json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("anomalies.json: %v", err)
+	}
+	if len(doc.Anomalies) == 0 || len(doc.Anomalies) != len(res.Anomalies) {
+		t.Fatalf("%d anomalies written, %d found: want the same, and some", len(doc.Anomalies), len(res.Anomalies))
+	}
+	bi := 0
+	for i, a := range doc.Anomalies {
+		want := []int{}
+		if a.Workload.Direction == "bi" {
+			want = []int{7}
+			bi++
+		}
+		if a.Published == nil || !slices.Equal(*a.Published, want) {
+			t.Errorf("anomaly %d (%s): published %v, want %v", i+1, a.Workload.Direction, a.Published, want)
+		}
+	}
+	if bi == 0 || bi == len(doc.Anomalies) {
+		t.Errorf("all %d anomalies on one side of the callback (bi: %d): the test needs both", len(doc.Anomalies), bi)
+	}
+	b, err = os.ReadFile(filepath.Join(without, AnomaliesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), `"published"`) {
+		t.Errorf("without a Published callback anomalies.json names published anomalies:\n%s", b)
+	}
+}

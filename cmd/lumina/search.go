@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/lumina-go/lumina/campaign"
 	"github.com/lumina-go/lumina/search"
+	"github.com/lumina-go/lumina/search/collie"
 )
 
 func newSearchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -28,9 +30,13 @@ MRs, request sizes, direction, memory placement) on two simulated hosts with the
 for PFC pause (pause duration ratio above 0.1%) or throughput 20% below both the bits/s and packets/s limits.
 Each anomaly is reduced to its minimal feature set and written with a scenario that reproduces it:
 
-  DIR/anomalies.json   {"schema_version", "anomalies": [{"id", "symptom", "mfs", "scenario", "found_at_evaluation", "counters", ...}]}
+  DIR/anomalies.json   {"schema_version", "anomalies": [{"id", "symptom", "mfs", "scenario", "found_at_evaluation", "counters", "published", ...}]}
   DIR/search.jsonl     one line per evaluation: workload, metrics, energy, accepted
   DIR/scenarios/       anomaly-N.yaml, for lumina run
+
+On Collie's subsystems (cx6vpi-200g and collie-f: F, p2100g: H) "published" and the PUBLISHED
+column name the anomalies Collie lists whose conditions (search/collie/anomalies.yaml) hold at the point
+the search hit; none: a finding it does not list.
 
 The energy is the search's score of a point: ` + energyMeaning + `.
 
@@ -111,7 +117,15 @@ evaluated in parallel and applied in proposal order, so the result is the same a
 				// Every proposal of a round in flight at once: the workers, not this process, bound the parallelism.
 				cfg.Workers = max(cfg.Batch, cfg.SA.Chains, qf.q.Workers, 1)
 			}
-			res, err := search.RunDir(ctx, ev, cfg, search.DirOptions{Dir: out, Profile: profile, Resume: resume})
+			pub, err := publishedFor(profile)
+			if err != nil {
+				return fail(exitFailed, err)
+			}
+			opt := search.DirOptions{Dir: out, Profile: profile, Resume: resume}
+			if pub != nil {
+				opt.Published = pub.match
+			}
+			res, err := search.RunDir(ctx, ev, cfg, opt)
 			if err != nil {
 				mtr.Abort()
 			} else {
@@ -134,7 +148,7 @@ evaluated in parallel and applied in proposal order, so the result is the same a
 					return fail(exitFailed, err)
 				}
 			} else {
-				printSearchSummary(stdout, out, res)
+				printSearchSummary(stdout, out, res, pub)
 			}
 			if res.Interrupted {
 				return fail(exitFailed, fmt.Errorf("interrupted after %d evaluations; continue with --resume", res.Evaluations))
@@ -170,7 +184,30 @@ const energyMeaning = "lower is more anomalous. Random search and ga: minus the 
 	"the reference; sa: the chain's objective over its warm-up mean, negated for diagnostic counters (an " +
 	"ordinary point is near 1 or -1)"
 
-func printSearchSummary(w io.Writer, dir string, res *search.Result) {
+// published is Collie's catalog (search/collie) for a profile that is one of its subsystems.
+type published struct {
+	cat     *collie.Catalog
+	profile *collie.Profile
+}
+
+// publishedFor returns the catalog's entry for the profile, or nil when the profile is not one of the
+// subsystems Collie published anomalies for (a profile file too: its NIC is the user's, not the paper's).
+func publishedFor(profile string) (*published, error) {
+	cat, err := collie.Load()
+	if err != nil {
+		return nil, err
+	}
+	p, err := cat.Profile(profile)
+	if err != nil {
+		return nil, nil
+	}
+	return &published{cat, p}, nil
+}
+
+// match lists the published anomalies whose conditions hold at w.
+func (p *published) match(w search.Workload) []int { return p.profile.Predict(p.cat, w.Workload) }
+
+func printSearchSummary(w io.Writer, dir string, res *search.Result, pub *published) {
 	fmt.Fprintf(w, "%d anomalies in %d evaluations (%d proposals skipped inside known MFS); results in %s\n",
 		len(res.Anomalies), res.Evaluations, res.Skipped, dir)
 	fmt.Fprintf(w, "best energy %.3g (%s)\n", res.BestEnergy, energyMeaning)
@@ -178,8 +215,13 @@ func printSearchSummary(w io.Writer, dir string, res *search.Result) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSYMPTOM\tFOUND AT\tMINIMAL FEATURE SET\tSCENARIO")
+	if pub != nil {
+		fmt.Fprintln(tw, "ID\tSYMPTOM\tFOUND AT\tPUBLISHED\tMINIMAL FEATURE SET\tSCENARIO")
+	} else {
+		fmt.Fprintln(tw, "ID\tSYMPTOM\tFOUND AT\tMINIMAL FEATURE SET\tSCENARIO")
+	}
 	cut, unconfirmed := 0, 0
+	var named []int
 	for _, a := range res.Anomalies {
 		mfs := a.MFS.String()
 		if a.MFSCut {
@@ -190,9 +232,38 @@ func printSearchSummary(w io.Writer, dir string, res *search.Result) {
 			mfs += " (+)"
 			unconfirmed++
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", a.ID, a.Symptom, a.FoundAt, mfs, a.Scenario)
+		if pub == nil {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", a.ID, a.Symptom, a.FoundAt, mfs, a.Scenario)
+			continue
+		}
+		col := "none"
+		if a.Published != nil && len(*a.Published) > 0 {
+			var ids []string
+			for _, id := range *a.Published {
+				ids = append(ids, fmt.Sprintf("#%d", id))
+				if !slices.Contains(named, id) {
+					named = append(named, id)
+				}
+			}
+			col = strings.Join(ids, ",")
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", a.ID, a.Symptom, a.FoundAt, col, mfs, a.Scenario)
 	}
 	tw.Flush()
+	if pub != nil {
+		slices.Sort(named)
+		fmt.Fprintf(w, "PUBLISHED: the anomalies Collie (NSDI 2022) lists for subsystem %s whose conditions (%s) hold at the point the search hit; none: a finding it does not list\n",
+			pub.profile.Subsystem, collie.File)
+		for _, id := range named {
+			if a := pub.cat.Anomaly(id); a != nil {
+				status := "found by Collie"
+				if a.Status == "old" {
+					status = "known before Collie"
+				}
+				fmt.Fprintf(w, "  #%d (%s; %s): %s\n", id, a.Symptom, status, a.Title)
+			}
+		}
+	}
 	if unconfirmed > 0 {
 		fmt.Fprintf(w, "(+) the point had more than one cause (its one-factor set, mfs_unconfirmed, did not reproduce): the set shown is one cause's, isolated at \"reduced\", or else the point itself\n")
 	}

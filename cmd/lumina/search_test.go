@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/lumina-go/lumina/scenario"
 	"github.com/lumina-go/lumina/search"
 	"github.com/lumina-go/lumina/version"
 )
@@ -60,6 +62,10 @@ func TestSearchProfileFile(t *testing.T) {
 	if len(found) == 0 || found[0].Symptom != "pause" {
 		t.Fatalf("anomalies %+v, want a pause anomaly", found)
 	}
+	// A profile file is the user's NIC, not one of Collie's subsystems: nothing published to name.
+	if found[0].Published != nil {
+		t.Errorf("profile file: published %v, want the field absent", *found[0].Published)
+	}
 	sc, err := os.ReadFile(found[0].Scenario)
 	if err != nil {
 		t.Fatal(err)
@@ -76,10 +82,11 @@ func TestSearchProfileFile(t *testing.T) {
 
 // foundAnomaly is what the tests read of one entry of anomalies.json.
 type foundAnomaly struct {
-	Symptom  string             `json:"symptom"`
-	MFS      map[string][]any   `json:"mfs"`
-	Scenario string             `json:"scenario"`
-	Counters map[string]float64 `json:"counters"`
+	Symptom   string             `json:"symptom"`
+	Published *[]int             `json:"published"`
+	MFS       map[string][]any   `json:"mfs"`
+	Scenario  string             `json:"scenario"`
+	Counters  map[string]float64 `json:"counters"`
 }
 
 func readAnomalies(t *testing.T, dir string) []foundAnomaly {
@@ -165,5 +172,71 @@ func TestSearchFindsStagingAnomaly(t *testing.T) {
 	}
 	if code, symptom, _ := runWorkload(t, a.Scenario); code != 1 || symptom != "low-throughput" {
 		t.Fatalf("lumina run on the reproducing scenario: exit %d, symptom %q: want 1 (the workload check fails) and low-throughput", code, symptom)
+	}
+}
+
+// restrictThirteen is Collie's #13 trigger (seeds/003 A.1) with messages of 128 KB (the space's largest; its trigger
+// has 256 KB): RC WRITE from B to A and from A to itself.
+const restrictThirteen = `qp_type: [rc]
+opcode: [write]
+direction: [loopback]
+memory: [local]
+mtu: [4096, 4096]
+num_qps: [8, 8]
+wqe_batch: [16, 16]
+sge: [1, 1]
+wq_depth: [128, 128]
+num_mrs: [32, 32]
+mr_size: [4194304, 4194304]
+msg_count: [1, 1]
+msg_sizes: [131072, 131072]
+`
+
+// TestSearchNamesPublishedAnomalies: on one of Collie's subsystems a finding names the published anomalies whose
+// conditions hold at its point (anomalies.json "published", --json, the table's PUBLISHED column and its legend),
+// and [] / "none" where none holds.
+func TestSearchNamesPublishedAnomalies(t *testing.T) {
+	space := writeFile(t, "thirteen.yaml", restrictThirteen)
+	t.Chdir(t.TempDir())
+	code, stdout, stderr := lumina(t, "search", "--profile", "collie-f", "--restrict", space, "--budget", "12", "--out", "s", "-q")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (anomaly); stderr: %s", code, stderr)
+	}
+	found := readAnomalies(t, "s")
+	if len(found) == 0 || found[0].Published == nil || !slices.Equal(*found[0].Published, []int{13}) {
+		t.Fatalf("anomalies %+v: want the first to name published #13 (loopback)", found)
+	}
+	if !strings.Contains(stdout, "PUBLISHED") || !strings.Contains(stdout, "  #13 (pause; known before Collie): Co-existence of receiving traffic and loopback traffic causes PFC pause frames") {
+		t.Errorf("the table does not name #13:\n%s", stdout)
+	}
+	var res struct {
+		Anomalies []foundAnomaly `json:"anomalies"`
+	}
+	code, out, stderr := lumina(t, "search", "--profile", "collie-f", "--restrict", space, "--budget", "12", "--out", "j", "--json")
+	if err := json.Unmarshal([]byte(out), &res); code != 1 || err != nil || len(res.Anomalies) == 0 ||
+		res.Anomalies[0].Published == nil || !slices.Equal(*res.Anomalies[0].Published, []int{13}) {
+		t.Fatalf("--json: exit %d, %v, %s; stderr %s: want published [13]", code, err, out, stderr)
+	}
+
+	// None holds: the field is [] and the column says none. A finding by hand: the catalog's match at a workload
+	// Collie reports nothing for (one direction of small RC WRITEs from local memory) is empty, and the
+	// summary prints it so.
+	pub, err := publishedFor("collie-f")
+	if err != nil || pub == nil {
+		t.Fatalf("publishedFor(collie-f) = %v, %v", pub, err)
+	}
+	w := search.Workload{Workload: scenario.DefaultWorkload()}
+	w.Direction, w.Memory, w.QPType, w.Opcode, w.MsgSizes = "uni", "local", "rc", "write", []int{4096}
+	ids := pub.match(w)
+	if len(ids) != 0 {
+		t.Fatalf("published at %s: %v, want none", w, ids)
+	}
+	var sb strings.Builder
+	printSearchSummary(&sb, "d", &search.Result{Anomalies: []*search.Anomaly{{ID: 1, Symptom: search.Pause, Workload: w, Published: &ids}}}, pub)
+	if !strings.Contains(sb.String(), "  none  ") || strings.Contains(sb.String(), "  #") {
+		t.Errorf("summary of a finding nothing published holds at:\n%s", sb.String())
+	}
+	if p, err := publishedFor("synthetic"); p != nil || err != nil {
+		t.Errorf("publishedFor(synthetic) = %v, %v: want nil (nothing published)", p, err)
 	}
 }

@@ -447,9 +447,19 @@
     parent.appendChild(el('p', { text: s.evaluations + ' evaluations, ' + (s.anomalies || []).length + ' anomalies' }));
     parent.appendChild(el('h2', { text: 'Anomalies' }));
     if (!s.anomalies || !s.anomalies.length) { parent.appendChild(note('none found')); } else {
-      parent.appendChild(table(['id', 'symptom', 'minimal feature set', 'found at evaluation', 'minimal', 'scenario'], s.anomalies.map(function (a) {
-        return [a.id, el('code', { text: JSON.stringify(a.symptom) }), el('code', { text: JSON.stringify(a.mfs) }), a.found_at_evaluation, a.minimal ? 'yes' : (a.mfs_cut ? 'no: the budget ran out during its probes' : 'no'), a.scenario];
+      // The published column only for a profile that is one of Collie's subsystems (the field is absent otherwise).
+      var pub = s.anomalies.some(function (a) { return Array.isArray(a.published); });
+      var head = ['id', 'symptom', 'minimal feature set', 'found at evaluation', 'minimal', 'scenario'];
+      if (pub) { head.splice(2, 0, 'published (Collie)'); }
+      parent.appendChild(table(head, s.anomalies.map(function (a) {
+        var row = [a.id, el('code', { text: JSON.stringify(a.symptom) }), el('code', { text: JSON.stringify(a.mfs) }), a.found_at_evaluation, a.minimal ? 'yes' : (a.mfs_cut ? 'no: the budget ran out during its probes' : 'no'), a.scenario];
+        if (pub) {
+          var ids = Array.isArray(a.published) ? a.published : [];
+          row.splice(2, 0, ids.length ? ids.map(function (id) { return '#' + id; }).join(', ') : 'none');
+        }
+        return row;
       })));
+      if (pub) { parent.appendChild(note('published (Collie): the anomalies Collie (NSDI 2022, table 2) lists for the profile\'s subsystem whose conditions hold at the point the search hit; none: a finding it does not list.')); }
     }
     if (s.evals && s.evals.length) {
       parent.appendChild(el('h2', { text: 'Score over evaluations' }));
