@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"netsim":          {"roce", "rnic", "inject", "lab", "internal/des"},
 	"live":            {"roce", "rnic", "inject", "trace", "lab", "version"},
 	"verbs":           {"roce", "rnic", "inject", "scenario"},
-	"testbed":         {"roce", "rnic", "inject", "scenario", "trace", "lab", "netsim", "micro", "live", "verbs", "resultsdir", "remote", "hostnic", "version"},
+	"testbed":         {"roce", "rnic", "inject", "scenario", "trace", "lab", "netsim", "micro", "live", "verbs", "resultsdir", "remote", "hostnic", "search/collie", "version"},
 	"remote":          {"roce", "rnic", "inject", "lab", "live", "hostnic", "scenario", "version"},
 	"hostnic":         {"rnic", "scenario"},
 	"resultsdir":      {"inject", "version"},

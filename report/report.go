@@ -301,6 +301,18 @@ func workload(w io.Writer, doc *verdict.Document) {
 		symptom = strings.ToUpper(wl.Symptom)
 	}
 	fmt.Fprintf(w, "symptom    %s\n", symptom)
+	if wl.Published != nil {
+		if len(*wl.Published) == 0 {
+			fmt.Fprintln(w, "published  none: no anomaly Collie (NSDI 2022) publishes for this NIC holds at this workload")
+		}
+		for _, a := range *wl.Published {
+			note := ""
+			if a.Symptom != wl.Symptom {
+				note = fmt.Sprintf("; this run shows %s", wl.Symptom)
+			}
+			fmt.Fprintf(w, "published  #%d (Collie, NSDI 2022: %s%s): %s\n", a.ID, a.Symptom, note, a.Title)
+		}
+	}
 	if doc.Analysis != nil {
 		checks(w, doc.Analysis.Checks, 5)
 	}

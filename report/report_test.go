@@ -175,3 +175,33 @@ func TestWorkloadInFlightLine(t *testing.T) {
 		}
 	}
 }
+
+// A workload on one of Collie's subsystems names the published anomalies whose conditions hold, says when the
+// run shows another symptom, and says so when none holds; elsewhere (no published list) it says nothing.
+func TestWorkloadPublishedLine(t *testing.T) {
+	one := []resultsdir.PublishedAnomaly{{ID: 14, Symptom: "low-throughput", Title: "Bidirectional RC traffic"}}
+	none := []resultsdir.PublishedAnomaly{}
+	for _, c := range []struct {
+		symptom string
+		pub     *[]resultsdir.PublishedAnomaly
+		want    string
+	}{
+		{"low-throughput", &one, "published  #14 (Collie, NSDI 2022: low-throughput): Bidirectional RC traffic\n"},
+		{"none", &one, "published  #14 (Collie, NSDI 2022: low-throughput; this run shows none): Bidirectional RC traffic\n"},
+		{"none", &none, "published  none: no anomaly Collie (NSDI 2022) publishes for this NIC holds at this workload\n"},
+		{"pause", nil, ""},
+	} {
+		var buf bytes.Buffer
+		wl := resultsdir.WorkloadAnalysis{Symptom: c.symptom, Published: c.pub}
+		workload(&buf, &verdict.Document{Workload: &wl})
+		got := ""
+		for _, line := range strings.SplitAfter(buf.String(), "\n") {
+			if strings.HasPrefix(line, "published") {
+				got += line
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s, %v: published lines %q, want %q", c.symptom, c.pub, got, c.want)
+		}
+	}
+}

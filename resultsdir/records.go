@@ -81,6 +81,18 @@ type WorkloadAnalysis struct {
 	// Symptom is pause, low-throughput or none.
 	Symptom string         `json:"symptom"`
 	Hosts   []WorkloadHost `json:"hosts"`
+	// Published, when both NICs are one of Collie's subsystems (search/collie), lists the anomalies Collie
+	// publishes for it whose conditions hold at the workload, with the symptom it reports ([] none); absent on
+	// any other NIC.
+	Published *[]PublishedAnomaly `json:"published,omitempty"`
+}
+
+// PublishedAnomaly is one of Collie's published anomalies (seeds/003, table 2): its number, the symptom the paper
+// reports and its title.
+type PublishedAnomaly struct {
+	ID      int    `json:"id"`
+	Symptom string `json:"symptom"`
+	Title   string `json:"title"`
 }
 
 // WorkloadHost is one NIC's view: goodput it sent and received, its pause ratio and counters per second.

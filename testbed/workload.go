@@ -8,6 +8,7 @@ import (
 	"github.com/lumina-go/lumina/micro"
 	"github.com/lumina-go/lumina/resultsdir"
 	"github.com/lumina-go/lumina/scenario"
+	"github.com/lumina-go/lumina/search/collie"
 )
 
 // runWorkload runs a scenario's workload section on the NIC micro-architecture model: no trace, but the
@@ -89,5 +90,29 @@ func workloadAnalysis(sc *scenario.Scenario, r *micro.WorkloadResult) *resultsdi
 	if s := micro.DefaultThresholds.Classify(wa.PauseRatio, wa.GoodputGbps, wa.GoodputMpps, wa.LimitGbps, wa.LimitMpps); s != "" {
 		wa.Symptom = s
 	}
+	wa.Published = published(sc)
 	return wa
+}
+
+// published lists Collie's published anomalies whose conditions hold at the workload when both NICs are the
+// same one of its subsystems (nil otherwise, a profile file included: its NIC is the user's).
+func published(sc *scenario.Scenario) *[]resultsdir.PublishedAnomaly {
+	if sc.Requester.NIC.Type != sc.Responder.NIC.Type {
+		return nil
+	}
+	cat, err := collie.Load()
+	if err != nil {
+		return nil // the embedded catalog is checked by its own tests; a run does not fail for it
+	}
+	p, err := cat.Profile(sc.Requester.NIC.Type)
+	if err != nil {
+		return nil
+	}
+	out := []resultsdir.PublishedAnomaly{}
+	for _, id := range p.Predict(cat, *sc.Workload) {
+		if a := cat.Anomaly(id); a != nil {
+			out = append(out, resultsdir.PublishedAnomaly{ID: id, Symptom: a.Symptom, Title: a.Title})
+		}
+	}
+	return &out
 }

@@ -62,6 +62,11 @@ expect:
 	if wa.Symptom != "pause" || wa.PauseRatio <= 0.001 || wa.LimitGbps != 200 || len(wa.Hosts) != 2 {
 		t.Errorf("workload.json %+v: want pause on a 200 Gb/s profile", wa)
 	}
+	// cx6vpi-200g is Collie's subsystem F: the run names #1, whose conditions the workload meets.
+	if wa.Published == nil || len(*wa.Published) != 1 || (*wa.Published)[0].ID != 1 || (*wa.Published)[0].Symptom != "pause" ||
+		!strings.HasPrefix((*wa.Published)[0].Title, "UD with large WQE batch size") {
+		t.Errorf("workload.json published %v: want Collie's #1 (pause)", wa.Published)
+	}
 	// The effective scenario keeps the workload (defaults filled in) and loads back.
 	back, err := scenario.Load(filepath.Join(dir, resultsdir.FileScenario))
 	if err != nil || back.Workload == nil || back.Workload.WQEBatch != 64 || back.Workload.NumMRs != 1 {
@@ -82,6 +87,40 @@ workload: {wqe_batch: 16}
 	}
 	if o.ExitCode() != 0 || wa.Symptom != "none" || wa.GoodputGbps < 97 || wa.PauseRatio != 0 {
 		t.Errorf("ordinary workload on p2100g: exit %d, %+v: want clean at line rate", o.ExitCode(), wa)
+	}
+	if wa.Published == nil || len(*wa.Published) != 0 {
+		t.Errorf("ordinary workload on p2100g: published %v, want [] (none of subsystem H's holds)", wa.Published)
+	}
+}
+
+// TestWorkloadPublishedOnlyOnCollieSubsystems: a profile file (the user's NIC) and two different NICs name no
+// published anomaly: the field is absent.
+func TestWorkloadPublishedOnlyOnCollieSubsystems(t *testing.T) {
+	prof, err := os.ReadFile("../rnic/profiles/cx6vpi-200g.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "mine.yaml")
+	if err := os.WriteFile(file, prof, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, nics := range [][2]string{{file, file}, {"cx6vpi-200g", "collie-f"}} {
+		sc := loadText(t, `
+requester: {nic: {type: `+nics[0]+`}}
+responder: {nic: {type: `+nics[1]+`}}
+workload: {qp_type: ud, opcode: send, num_qps: 1, mtu: 2048, wqe_batch: 64, wq_depth: 256, msg_sizes: [2048]}
+`)
+		o, err := runJudged(sc, Options{OutDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wa resultsdir.WorkloadAnalysis
+		if err := readJSON(o.Dir, resultsdir.FileWorkload, &wa); err != nil {
+			t.Fatal(err)
+		}
+		if wa.Symptom != "pause" || wa.Published != nil {
+			t.Errorf("%v: symptom %s, published %v: want the pause and no published list", nics, wa.Symptom, wa.Published)
+		}
 	}
 }
 
