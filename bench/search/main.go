@@ -285,7 +285,7 @@ func classifier(profile string, ev search.Evaluator, space search.Space, refBudg
 	if err != nil {
 		return nil, nil, err
 	}
-	if p, err := cat.Profile(profile); err == nil {
+	if p := cat.Lookup(profile); p != nil {
 		var names []string
 		for _, id := range p.Anomalies {
 			names = append(names, fmt.Sprintf("#%d", id))

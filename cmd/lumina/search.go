@@ -197,8 +197,8 @@ func publishedFor(profile string) (*published, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := cat.Profile(profile)
-	if err != nil {
+	p := cat.Lookup(profile)
+	if p == nil {
 		return nil, nil
 	}
 	return &published{cat, p}, nil

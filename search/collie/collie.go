@@ -335,12 +335,21 @@ func (c *Catalog) Anomaly(id int) *Anomaly {
 	return nil
 }
 
-// Profile returns the named profile's entry.
-func (c *Catalog) Profile(name string) (*Profile, error) {
+// Lookup returns the named profile's entry, or nil when the profile is not one of the catalog's (a NIC Collie
+// published nothing for, or a profile file: the user's NIC, not the paper's).
+func (c *Catalog) Lookup(name string) *Profile {
 	for i := range c.Profiles {
 		if c.Profiles[i].Name == name {
-			return &c.Profiles[i], nil
+			return &c.Profiles[i]
 		}
+	}
+	return nil
+}
+
+// Profile returns the named profile's entry, or an error naming the profiles the catalog lists.
+func (c *Catalog) Profile(name string) (*Profile, error) {
+	if p := c.Lookup(name); p != nil {
+		return p, nil
 	}
 	var names []string
 	for _, p := range c.Profiles {
